@@ -1,0 +1,634 @@
+"""Every path, file name and on-disk format of persistbench (DESIGN.md sections 4 and 7).
+
+Three layouts live here and nowhere else:
+
+* the dataset (written by ``download``): ``<root>/<subset>/<case_id>/{view_0,center}/...``,
+  ``data.db`` and ``cases.jsonl``; the sharded distribution's nested form
+  ``<subset>/<case_id>/<obj_id>/`` with ``video.mp4`` instead of ``frames/`` is read too;
+* predictions (``runs/<name>/<subset>/<case_id>/...``);
+* results (``runs/<name>/scores/<protocol>/...``).
+
+It also owns the safe loader for the pickled ``.npy`` dictionaries of the
+public format and atomic writes (temporary name + rename) for every file.
+It computes nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import os
+import pickle
+import re
+import sqlite3
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import PersistbenchError
+
+# ---------------------------------------------------------------- names
+
+SUBSETS = ("dynamic", "static")
+VIEWS = ("view_0", "center")
+DB_NAME = "data.db"
+CASES_JSONL = "cases.jsonl"
+STATE_DIR = ".state"
+FRAMES_DIR = "frames"
+MASKS_DIR = "masks"
+VIDEO_NAME = "video.mp4"
+CAMERA_NAME = "camera_params.npy"
+VISIBILITY_NAME = "visibility_dict.npy"
+THETA_PHI_NAME = "theta_phi_values.npy"
+FRAME_FORMATS = ("png", "jpg")
+
+# Public `data` table columns first (DESIGN section 4), then ours.
+DATA_COLUMNS: dict[str, str] = {
+    "success": "INTEGER",
+    "uid": "TEXT PRIMARY KEY",
+    "obj_id": "TEXT",
+    "output_dir": "TEXT",
+    "visibility_dict_path": "TEXT",
+    "fov": "REAL",
+    "use_stationary": "INTEGER",
+    "overlap_mode": "TEXT",
+    "window_ratio": "REAL",
+    "window_move_ratio": "REAL",
+    "object_dir": "TEXT",
+    "subset": "TEXT",
+    "n_frames": "INTEGER",
+    "width": "INTEGER",
+    "height": "INTEGER",
+    "source_id": "TEXT",
+    "toolkit_version": "TEXT",
+}
+
+_IMAGE_RE = re.compile(r"^(?:frame_|mask_)?(\d{4,5})\.(?:png|jpg|jpeg)$", re.IGNORECASE)
+
+
+def frame_name(index: int, fmt: str = "png") -> str:
+    """File name of frame ``index`` as this toolkit writes it: ``frame_0000.png``."""
+    return f"frame_{index:04d}.{fmt}"
+
+
+def mask_name(index: int) -> str:
+    """File name of mask ``index`` as this toolkit writes it: ``mask_0000.png``."""
+    return f"mask_{index:04d}.png"
+
+
+@dataclass(frozen=True)
+class CaseId:
+    """``<Category>_<source id>_<clip index>_obj_<object id>``, parsed from the right.
+
+    A YouTube id may itself hold ``_`` and ``-``, so only the category (left
+    of the first ``_``) and the two trailing fields are split off.
+    """
+
+    category: str
+    source_id: str
+    clip: int
+    obj_id: str
+
+    @classmethod
+    def parse(cls, case_id: str) -> CaseId:
+        try:
+            head, obj_id = case_id.rsplit("_obj_", 1)
+            head, clip = head.rsplit("_", 1)
+            category, source_id = head.split("_", 1)
+            if not (category and source_id and obj_id) or not clip.isdigit():
+                raise ValueError
+        except ValueError:
+            raise PersistbenchError(
+                f"{case_id!r}: not a case id of the form <Category>_<source id>_<clip>_obj_<object id>"
+            ) from None
+        return cls(category, source_id, int(clip), obj_id)
+
+    def __str__(self) -> str:
+        return f"{self.category}_{self.source_id}_{self.clip}_obj_{self.obj_id}"
+
+
+# ---------------------------------------------------------------- atomic writes
+
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; rename it into place on success.
+
+    On any exception the temporary file is removed and ``path`` is untouched.
+    Parent directories are created.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the file the usual permissions
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, path)
+    except BaseException:
+        tmp_path.unlink(missing_ok=True)
+        raise
+
+
+def write_bytes(path: str | os.PathLike, data: bytes) -> str:
+    """Write ``data`` atomically; return its sha256 hex digest."""
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+    return hashlib.sha256(data).hexdigest()
+
+
+def write_text(path: str | os.PathLike, text: str) -> str:
+    return write_bytes(path, text.encode("utf-8"))
+
+
+def dump_json(obj: Any) -> str:
+    """Canonical JSON text (sorted keys, two-space indent, trailing newline)."""
+    return json.dumps(obj, indent=2, sort_keys=True, allow_nan=True) + "\n"
+
+
+def write_json(path: str | os.PathLike, obj: Any) -> str:
+    return write_text(path, dump_json(obj))
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    """Parse a JSON file; a bad file raises a one-line error naming it."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise PersistbenchError(f"{path}: cannot read JSON: {e}") from None
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+# ---------------------------------------------------------------- images
+
+
+def encode_image(image: np.ndarray, fmt: str = "png") -> bytes:
+    """Encode an RGB ``(H, W, 3)`` or gray ``(H, W)`` uint8 image; deterministic bytes."""
+    import cv2
+
+    if image.dtype != np.uint8:
+        raise ValueError(f"images are written as uint8, got {image.dtype}")
+    if image.ndim == 3:
+        image = cv2.cvtColor(image, cv2.COLOR_RGB2BGR)
+    params = [cv2.IMWRITE_PNG_COMPRESSION, 3] if fmt == "png" else [cv2.IMWRITE_JPEG_QUALITY, 95]
+    ok, buf = cv2.imencode(f".{fmt}", image, params)
+    if not ok:
+        raise ValueError(f"cannot encode image as {fmt}")
+    return buf.tobytes()
+
+
+def write_image(path: str | os.PathLike, image: np.ndarray) -> str:
+    """Write an image atomically in the format its suffix names; return the sha256."""
+    fmt = Path(path).suffix.lower().lstrip(".").replace("jpeg", "jpg")
+    return write_bytes(path, encode_image(image, fmt))
+
+
+def read_image(path: str | os.PathLike, gray: bool = False) -> np.ndarray:
+    """Read an image as RGB ``(H, W, 3)`` or, with ``gray``, ``(H, W)`` uint8."""
+    import cv2
+
+    data = np.fromfile(path, np.uint8)
+    image = cv2.imdecode(data, cv2.IMREAD_GRAYSCALE if gray else cv2.IMREAD_COLOR) if data.size else None
+    if image is None:
+        raise PersistbenchError(f"{path}: not a readable image")
+    return image if gray else cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+
+
+def list_images(directory: str | os.PathLike) -> list[Path]:
+    """Frame or mask files of a directory in lexicographic order.
+
+    Accepts 4- or 5-digit numbering, with or without the ``frame_``/``mask_``
+    prefix, PNG or JPG. A missing directory gives an empty list.
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    return sorted(p for p in directory.iterdir() if _IMAGE_RE.match(p.name))
+
+
+# ---------------------------------------------------------------- safe .npy loader
+
+
+def _numpy_multiarray():
+    try:
+        from numpy._core import multiarray  # numpy >= 2
+    except ImportError:  # pragma: no cover - numpy 1.x
+        from numpy.core import multiarray
+    return multiarray
+
+
+class _SafeUnpickler(pickle.Unpickler):
+    """Unpickles numpy arrays, scalars and dtypes and builtin containers only."""
+
+    def find_class(self, module: str, name: str):
+        multiarray = _numpy_multiarray()
+        allowed = {
+            ("numpy.core.multiarray", "_reconstruct"): multiarray._reconstruct,
+            ("numpy._core.multiarray", "_reconstruct"): multiarray._reconstruct,
+            ("numpy.core.multiarray", "scalar"): multiarray.scalar,
+            ("numpy._core.multiarray", "scalar"): multiarray.scalar,
+            ("numpy", "ndarray"): np.ndarray,
+            ("numpy", "dtype"): np.dtype,
+            ("_codecs", "encode"): __import__("_codecs").encode,  # latin-1 bytes in old pickles
+            ("collections", "OrderedDict"): __import__("collections").OrderedDict,
+            ("builtins", "set"): set,
+            ("builtins", "frozenset"): frozenset,
+            ("builtins", "complex"): complex,
+            ("builtins", "bytearray"): bytearray,
+        }
+        try:
+            return allowed[(module, name)]
+        except KeyError:
+            raise pickle.UnpicklingError(f"refusing to unpickle {module}.{name}") from None
+
+
+def load_npy(path: str | os.PathLike) -> Any:
+    """Load a ``.npy`` file without running arbitrary pickled code.
+
+    Plain arrays load as with ``np.load(allow_pickle=False)``. Object arrays
+    (the public format's pickled dictionaries) are unpickled with an
+    allowlist: numpy arrays, scalars and dtypes and builtin containers. A 0-d
+    object array is unwrapped to its item (the dictionary).
+
+    Raises:
+        PersistbenchError: naming the file, for anything else in the pickle
+        or a malformed file.
+    """
+    try:
+        with open(path, "rb") as f:
+            version = np.lib.format.read_magic(f)
+            header = (
+                np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            )
+            shape, _, dtype = header(f)
+            if not dtype.hasobject:
+                f.seek(0)
+                return np.load(f, allow_pickle=False)
+            array = _SafeUnpickler(io.BytesIO(f.read())).load()
+    except (OSError, ValueError, EOFError, pickle.UnpicklingError, AttributeError, TypeError, IndexError) as e:
+        raise PersistbenchError(f"{path}: unsafe or malformed .npy file: {e}") from None
+    if not isinstance(array, np.ndarray) or array.shape != shape:
+        raise PersistbenchError(f"{path}: malformed .npy file: pickle does not hold the declared array")
+    return array.item() if array.shape == () else array
+
+
+def save_npy_dict(path: str | os.PathLike, data: dict) -> str:
+    """Write a dictionary as the public format reads it (``np.load(allow_pickle=True).item()``).
+
+    Returns the sha256 of the bytes written.
+    """
+    buf = io.BytesIO()
+    np.save(buf, np.array(data, dtype=object), allow_pickle=True)
+    return write_bytes(path, buf.getvalue())
+
+
+# ---------------------------------------------------------------- dataset reading
+
+
+class View:
+    """One view (``view_0`` or ``center``) of a case; everything is read lazily."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.name = path.name
+
+    @cached_property
+    def frame_paths(self) -> list[Path]:
+        return list_images(self.path / FRAMES_DIR)
+
+    @cached_property
+    def mask_paths(self) -> list[Path]:
+        return list_images(self.path / MASKS_DIR)
+
+    @property
+    def video_path(self) -> Path | None:
+        """``video.mp4`` of the sharded distribution, when frames are not files."""
+        video = self.path / VIDEO_NAME
+        return video if not self.frame_paths and video.is_file() else None
+
+    @property
+    def camera_path(self) -> Path:
+        return self.path / CAMERA_NAME
+
+    @property
+    def n_frames(self) -> int:
+        """Number of frames: frame files, or the masks beside a ``video.mp4``."""
+        return len(self.frame_paths) if self.frame_paths else len(self.mask_paths)
+
+    def frames(self) -> Iterator[np.ndarray]:
+        """RGB uint8 ``(H, W, 3)`` frames in order, decoded one at a time."""
+        if self.video_path is not None:
+            from .video import read_frames
+
+            yield from read_frames(self.video_path)
+        else:
+            for p in self.frame_paths:
+                yield read_image(p)
+
+    def frame(self, index: int) -> np.ndarray:
+        if self.video_path is not None:
+            for i, frame in enumerate(self.frames()):
+                if i == index:
+                    return frame
+            raise IndexError(f"{self.video_path}: no frame {index}")
+        return read_image(self.frame_paths[index])
+
+    def masks(self) -> Iterator[np.ndarray]:
+        """uint8 ``(H, W)`` masks (0/255) in order."""
+        for p in self.mask_paths:
+            yield read_image(p, gray=True)
+
+    def mask(self, index: int) -> np.ndarray:
+        return read_image(self.mask_paths[index], gray=True)
+
+    def camera(self) -> dict:
+        """``{cam_poses: (T, 4, 4) camera-to-world, cam_intrinsic: (3, 3)}`` via the safe loader."""
+        return _load_dict(self.camera_path)
+
+
+def _load_dict(path: Path) -> dict:
+    data = load_npy(path)
+    if not isinstance(data, dict):
+        raise PersistbenchError(f"{path}: expected a pickled dictionary, found {type(data).__name__}")
+    return data
+
+
+@dataclass(frozen=True)
+class Case:
+    """One case of a dataset. ``path`` is the directory holding ``view_0/`` and ``center/``."""
+
+    root: Path
+    subset: str
+    case_id: str
+    path: Path
+
+    def view(self, name: str) -> View:
+        if name not in VIEWS:
+            raise ValueError(f"unknown view {name!r}; views are {VIEWS}")
+        return View(self.path / name)
+
+    @property
+    def visibility_path(self) -> Path:
+        return self.path / VISIBILITY_NAME
+
+    @property
+    def theta_phi_path(self) -> Path:
+        return self.path / THETA_PHI_NAME
+
+    def visibility(self) -> dict:
+        """``{view_0_visibility: (T,) float, view_1_visibility: (T,) bool, mode, window_ratio, ...}``."""
+        return _load_dict(self.visibility_path)
+
+    def theta_phi(self) -> dict:
+        """Per-frame yaw/pitch in degrees of both views."""
+        return _load_dict(self.theta_phi_path)
+
+    @property
+    def n_frames(self) -> int:
+        return self.view("view_0").n_frames
+
+    @property
+    def nested(self) -> bool:
+        """True for the sharded distribution's ``<subset>/<case_id>/<obj_id>/`` form."""
+        return self.path.parent.name == self.case_id
+
+
+def case_dir(root: str | os.PathLike, subset: str, case_id: str) -> Path:
+    """``<root>/<subset>/<case_id>``: where ``download`` writes a case."""
+    return Path(root) / subset / case_id
+
+
+def _case_path(directory: Path) -> Path | None:
+    """The directory holding the views: the case directory itself or its one ``<obj_id>/`` child."""
+    if (directory / VIEWS[0]).is_dir():
+        return directory
+    children = [c for c in sorted(directory.iterdir()) if c.is_dir() and (c / VIEWS[0]).is_dir()]
+    return children[0] if len(children) == 1 else None
+
+
+class Dataset:
+    """A dataset root (reconstructed or fetched). Cases are listed by scanning the tree.
+
+    Order is deterministic: by subset name, then case id.
+    """
+
+    def __init__(self, root: str | os.PathLike):
+        self.root = Path(root)
+        if not self.root.is_dir():
+            raise PersistbenchError(f"{self.root}: dataset root does not exist")
+
+    def cases(self, subset: str | None = None) -> list[Case]:
+        subsets = [subset] if subset else [s.name for s in sorted(self.root.iterdir()) if s.name in SUBSETS]
+        out = []
+        for name in subsets:
+            sub = self.root / name
+            if not sub.is_dir():
+                continue
+            for d in sorted(sub.iterdir()):
+                path = _case_path(d) if d.is_dir() else None
+                if path is not None:
+                    out.append(Case(self.root, name, d.name, path))
+        return out
+
+    def case(self, subset: str, case_id: str) -> Case:
+        path = _case_path(case_dir(self.root, subset, case_id)) if case_dir(self.root, subset, case_id).is_dir() else None
+        if path is None:
+            raise PersistbenchError(f"{case_dir(self.root, subset, case_id)}: no such case")
+        return Case(self.root, subset, case_id, path)
+
+    @property
+    def db_path(self) -> Path:
+        return self.root / DB_NAME
+
+    @property
+    def cases_jsonl(self) -> Path:
+        return self.root / CASES_JSONL
+
+    @property
+    def state_dir(self) -> Path:
+        return self.root / STATE_DIR
+
+    def index_rows(self) -> list[dict]:
+        return read_index(self.root)
+
+    def records(self) -> list[dict]:
+        return read_case_records(self.root)
+
+
+# ---------------------------------------------------------------- dataset writing
+
+
+class CaseWriter:
+    """Writes one case of the dataset layout; every file atomically.
+
+    ``files`` maps each written path (relative to the dataset root, with ``/``)
+    to its sha256, for the ``cases.jsonl`` record.
+    """
+
+    def __init__(self, root: str | os.PathLike, subset: str, case_id: str, frame_format: str = "png"):
+        if subset not in SUBSETS:
+            raise ValueError(f"unknown subset {subset!r}; subsets are {SUBSETS}")
+        if frame_format not in FRAME_FORMATS:
+            raise ValueError(f"frame format must be one of {FRAME_FORMATS}")
+        CaseId.parse(case_id)
+        self.root = Path(root)
+        self.dir = case_dir(root, subset, case_id)
+        self.frame_format = frame_format
+        self.files: dict[str, str] = {}
+
+    def _record(self, path: Path, digest: str) -> None:
+        self.files[path.relative_to(self.root).as_posix()] = digest
+
+    def write_frame(self, view: str, index: int, rgb: np.ndarray) -> None:
+        path = self.dir / view / FRAMES_DIR / frame_name(index, self.frame_format)
+        self._record(path, write_image(path, rgb))
+
+    def write_mask(self, view: str, index: int, mask: np.ndarray) -> None:
+        """Write a mask; any nonzero value becomes 255."""
+        path = self.dir / view / MASKS_DIR / mask_name(index)
+        self._record(path, write_image(path, np.where(mask > 0, 255, 0).astype(np.uint8)))
+
+    def write_camera(self, view: str, cam_poses: np.ndarray, cam_intrinsic: np.ndarray) -> None:
+        path = self.dir / view / CAMERA_NAME
+        data = {"cam_poses": np.asarray(cam_poses, np.float64), "cam_intrinsic": np.asarray(cam_intrinsic, np.float64)}
+        self._record(path, save_npy_dict(path, data))
+
+    def write_visibility(self, data: dict) -> None:
+        path = self.dir / VISIBILITY_NAME
+        self._record(path, save_npy_dict(path, data))
+
+    def write_theta_phi(self, data: dict) -> None:
+        path = self.dir / THETA_PHI_NAME
+        self._record(path, save_npy_dict(path, data))
+
+
+def _connect(root: Path) -> sqlite3.Connection:
+    root.mkdir(parents=True, exist_ok=True)
+    con = sqlite3.connect(root / DB_NAME)
+    cols = ", ".join(f"{k} {v}" for k, v in DATA_COLUMNS.items())
+    con.execute(f"CREATE TABLE IF NOT EXISTS data ({cols})")
+    return con
+
+
+def read_index(root: str | os.PathLike) -> list[dict]:
+    """Rows of ``data.db`` ordered by (subset, uid); empty when there is no index."""
+    path = Path(root) / DB_NAME
+    if not path.exists():
+        return []
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        con.row_factory = sqlite3.Row
+        with contextlib.closing(con):
+            rows = con.execute("SELECT * FROM data ORDER BY subset, uid").fetchall()
+    except sqlite3.Error as e:
+        raise PersistbenchError(f"{path}: cannot read the index: {e}") from None
+    return [dict(r) for r in rows]
+
+
+def read_case_records(root: str | os.PathLike) -> list[dict]:
+    """Records of ``cases.jsonl``; a malformed line raises an error with its number."""
+    path = Path(root) / CASES_JSONL
+    if not path.exists():
+        return []
+    records = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise PersistbenchError(f"{path}:{n}: not JSON: {e.msg}") from None
+        if not isinstance(rec, dict) or "uid" not in rec or "subset" not in rec:
+            raise PersistbenchError(f"{path}:{n}: a case record needs 'uid' and 'subset'")
+        records.append(rec)
+    return records
+
+
+def mark_complete(root: str | os.PathLike, row: dict, record: dict) -> None:
+    """Mark a case complete: its ``data.db`` row, then its ``cases.jsonl`` line.
+
+    ``row`` holds ``data`` columns (missing ones are NULL); ``record`` must
+    hold ``uid`` and ``subset``. ``cases.jsonl`` is rewritten atomically in
+    (subset, uid) order, so its bytes do not depend on completion order.
+    Call from one process at a time.
+    """
+    root = Path(root)
+    unknown = set(row) - set(DATA_COLUMNS)
+    if unknown:
+        raise ValueError(f"unknown data.db columns: {sorted(unknown)}")
+    with contextlib.closing(_connect(root)) as con, con:
+        names = list(DATA_COLUMNS)
+        con.execute(
+            f"INSERT OR REPLACE INTO data ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
+            [row.get(k) for k in names],
+        )
+    records = {(r["subset"], r["uid"]): r for r in read_case_records(root)}
+    records[(record["subset"], record["uid"])] = record
+    lines = [json.dumps(records[k], sort_keys=True, separators=(",", ":")) for k in sorted(records)]
+    write_text(root / CASES_JSONL, "".join(line + "\n" for line in lines))
+
+
+# ---------------------------------------------------------------- predictions and results
+
+
+@dataclass(frozen=True)
+class RunLayout:
+    """Paths of a prediction run ``runs/<name>/`` and its scores (DESIGN section 7)."""
+
+    root: Path
+
+    @property
+    def run_json(self) -> Path:
+        return self.root / "run.json"
+
+    def case_dir(self, subset: str, case_id: str) -> Path:
+        return self.root / subset / case_id
+
+    def frame_path(self, subset: str, case_id: str, index: int) -> Path:
+        return self.case_dir(subset, case_id) / FRAMES_DIR / frame_name(index)
+
+    def mask_path(self, subset: str, case_id: str, index: int) -> Path:
+        return self.case_dir(subset, case_id) / MASKS_DIR / mask_name(index)
+
+    def case_json(self, subset: str, case_id: str) -> Path:
+        return self.case_dir(subset, case_id) / "case.json"
+
+    def scores_dir(self, protocol: str) -> Path:
+        return self.root / "scores" / protocol
+
+    def case_scores(self, protocol: str, subset: str, case_id: str) -> Path:
+        return self.scores_dir(protocol) / subset / f"{case_id}.json"
+
+    def results_json(self, protocol: str) -> Path:
+        return self.scores_dir(protocol) / "results.json"
+
+    def summary_json(self, protocol: str) -> Path:
+        return self.scores_dir(protocol) / "summary.json"
+
+    def leaderboard_csv(self, protocol: str) -> Path:
+        return self.scores_dir(protocol) / "leaderboard.csv"
+
+    def summary_md(self, protocol: str) -> Path:
+        return self.scores_dir(protocol) / "summary.md"
+
+    def public_prediction_dir(self, uid: str) -> Path:
+        """The public toolkit's inference output: ``<uid>/prediction/00000.png``."""
+        return self.root / uid / "prediction"

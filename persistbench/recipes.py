@@ -1,0 +1,395 @@
+"""Recipe schema (version 1): one JSON object per line, one case per recipe.
+
+The schema is documented in ``docs/recipes.md``. :func:`load_recipes`
+validates a whole file and reports every problem with its line number and
+field; masks are COCO run-length encodings (column-major, as pycocotools
+writes them), validated before pycocotools ever sees them. Nothing here
+downloads.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import os
+import re
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import PersistbenchError
+from .layout import SUBSETS, VIEWS, CaseId
+
+VERSION = 1
+FINGERPRINT_SIZE = (32, 16)  # (width, height) of a thumbnail
+_URL_RE = re.compile(r"^(https?|file)://", re.IGNORECASE)
+
+
+class RecipeError(PersistbenchError):
+    """One or more invalid recipes; the message holds one ``file:line: field: problem`` per line."""
+
+
+# ---------------------------------------------------------------- masks (COCO RLE)
+
+
+def rle_counts(counts: str) -> list[int]:
+    """Decode the compressed COCO counts string into run lengths.
+
+    Each count is a little-endian sequence of 5-bit groups stored as
+    ``chr(group + 48)``, bit 0x20 meaning "more groups follow" and bit 0x10
+    of the last group the sign; counts from the third on are stored as the
+    difference to the count two before.
+
+    Raises:
+        ValueError: for a character outside the alphabet, a truncated count
+        or a negative run length.
+    """
+    out: list[int] = []
+    pos = 0
+    while pos < len(counts):
+        value = shift = 0
+        while True:
+            if pos >= len(counts):
+                raise ValueError("truncated run length")
+            c = ord(counts[pos]) - 48
+            if not 0 <= c < 64:
+                raise ValueError(f"invalid character {counts[pos]!r}")
+            pos += 1
+            value |= (c & 0x1F) << shift
+            shift += 5
+            if not c & 0x20:
+                if c & 0x10:
+                    value -= 1 << shift
+                break
+        if len(out) > 2:
+            value += out[-2]
+        if value < 0:
+            raise ValueError("negative run length")
+        out.append(value)
+    return out
+
+
+def encode_mask(mask: np.ndarray) -> dict:
+    """COCO RLE ``{"size": [h, w], "counts": str}`` of a ``(h, w)`` mask (nonzero = object)."""
+    from pycocotools import mask as coco
+
+    rle = coco.encode(np.asfortranarray((np.asarray(mask) > 0).astype(np.uint8)))
+    return {"size": [int(v) for v in rle["size"]], "counts": rle["counts"].decode("ascii")}
+
+
+def check_rle(rle: Any) -> str | None:
+    """Why ``rle`` is not a valid COCO RLE mask, or None when it is."""
+    if not isinstance(rle, dict) or set(rle) != {"size", "counts"}:
+        return "must be an object with exactly 'size' and 'counts'"
+    size, counts = rle["size"], rle["counts"]
+    if not (isinstance(size, list) and len(size) == 2 and all(isinstance(v, int) and v > 0 for v in size)):
+        return "'size' must be [height, width] with positive integers"
+    if not isinstance(counts, str):
+        return "'counts' must be a compressed RLE string"
+    try:
+        runs = rle_counts(counts)
+    except ValueError as e:
+        return f"bad RLE: {e}"
+    if sum(runs) != size[0] * size[1]:
+        return f"bad RLE: run lengths sum to {sum(runs)}, expected {size[0] * size[1]}"
+    return None
+
+
+def decode_mask(rle: dict) -> np.ndarray:
+    """Decode a COCO RLE to a ``(h, w)`` uint8 mask of 0/1 (C-contiguous)."""
+    from pycocotools import mask as coco
+
+    problem = check_rle(rle)
+    if problem:
+        raise ValueError(problem)
+    with warnings.catch_warnings():  # pycocotools' own numpy-2 deprecation notice
+        warnings.simplefilter("ignore", DeprecationWarning)
+        m = coco.decode({"size": rle["size"], "counts": rle["counts"].encode("ascii")})
+    return np.ascontiguousarray(m)
+
+
+# ---------------------------------------------------------------- source fingerprint
+
+
+def thumbnail(frame: np.ndarray, size: tuple[int, int] = FINGERPRINT_SIZE) -> np.ndarray:
+    """Area-downscaled RGB uint8 thumbnail ``(size[1], size[0], 3)`` of a frame."""
+    import cv2
+
+    return cv2.resize(frame, size, interpolation=cv2.INTER_AREA)
+
+
+def make_fingerprint(frames: dict[int, np.ndarray], tolerance: float = 12.0) -> dict:
+    """Fingerprint of a source clip from its decoded frames at a few indices.
+
+    Args:
+        frames: frame index (in the recipe's sampling) -> RGB uint8 frame.
+        tolerance: largest mean absolute thumbnail difference (8-bit levels)
+            still taken as the same source.
+    """
+    from .layout import encode_image
+
+    idx = sorted(frames)
+    thumbs = [base64.b64encode(encode_image(thumbnail(frames[i]), "png")).decode("ascii") for i in idx]
+    return {"frames": idx, "size": list(FINGERPRINT_SIZE), "thumbnails": thumbs, "tolerance": float(tolerance)}
+
+
+def fingerprint_distance(fingerprint: dict, frames: dict[int, np.ndarray]) -> float:
+    """Largest mean absolute difference (8-bit levels) between stored and given thumbnails.
+
+    ``frames`` must hold every index in ``fingerprint["frames"]``.
+    """
+    import cv2
+
+    worst = 0.0
+    size = tuple(fingerprint["size"])
+    for i, b64 in zip(fingerprint["frames"], fingerprint["thumbnails"]):
+        stored = cv2.cvtColor(cv2.imdecode(np.frombuffer(base64.b64decode(b64), np.uint8), cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
+        diff = np.abs(stored.astype(np.int16) - thumbnail(frames[i], size).astype(np.int16))
+        worst = max(worst, float(diff.mean()))
+    return worst
+
+
+# ---------------------------------------------------------------- schema
+
+
+@dataclass(frozen=True)
+class Source:
+    id: str
+    url: str  # absolute: http(s):// or file://
+    start: float  # seconds
+    fps: float
+    n_frames: int
+    width: int
+    height: int
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One validated recipe. Angles are degrees, as on disk."""
+
+    line: int
+    case_id: str
+    subset: str
+    source: Source
+    width: int
+    height: int
+    hfov_deg: float
+    views: dict[str, dict[str, np.ndarray]]  # view -> {"yaw_deg","pitch_deg","roll_deg"} (T,) float64
+    obj_id: str
+    masks: list[dict]  # COCO RLE per frame
+    window: dict
+    fingerprint: dict
+
+    @property
+    def n_frames(self) -> int:
+        return self.source.n_frames
+
+
+class _Checker:
+    """Collects ``field: problem`` messages for one recipe line."""
+
+    def __init__(self) -> None:
+        self.errors: list[str] = []
+
+    def fail(self, field: str, problem: str) -> None:
+        self.errors.append(f"{field}: {problem}")
+
+    def get(self, obj: Any, key: str, field: str, kind: type | tuple, optional: bool = False) -> Any:
+        if not isinstance(obj, dict):
+            return None
+        if key not in obj:
+            if not optional:
+                self.fail(field, "missing field")
+            return None
+        value = obj[key]
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
+            self.fail(field, f"expected {' or '.join(k.__name__ for k in kinds)}, got {type(value).__name__}")
+            return None
+        if isinstance(value, float) and not math.isfinite(value):
+            self.fail(field, "must be finite")
+            return None
+        return value
+
+    def per_frame(self, obj: Any, key: str, field: str, n: int | None, optional: bool = False) -> np.ndarray | None:
+        values = self.get(obj, key, field, list, optional)
+        if values is None:
+            return None
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values):
+            self.fail(field, "must be a list of finite numbers")
+            return None
+        if n is not None and len(values) != n:
+            self.fail(field, f"has {len(values)} values, expected n_frames = {n}")
+            return None
+        return np.asarray(values, np.float64)
+
+
+def resolve_url(url: str, base_dir: str | os.PathLike) -> str:
+    """``http(s)://`` and ``file://`` URLs as they are; a relative path against ``base_dir`` as ``file://``."""
+    if _URL_RE.match(url):
+        return url
+    return (Path(base_dir) / url).resolve().as_uri()
+
+
+def _parse_one(obj: Any, base_dir: Path, c: _Checker, line: int) -> Recipe | None:
+    if not isinstance(obj, dict):
+        c.fail("recipe", "must be a JSON object")
+        return None
+    version = c.get(obj, "version", "version", int)
+    if version is not None and version != VERSION:
+        c.fail("version", f"unknown version {version} (this toolkit reads version {VERSION})")
+        return None
+    case_id = c.get(obj, "case_id", "case_id", str)
+    if case_id is not None:
+        try:
+            CaseId.parse(case_id)
+        except PersistbenchError:
+            c.fail("case_id", "must look like <Category>_<source id>_<clip>_obj_<object id>")
+    subset = c.get(obj, "subset", "subset", str)
+    if subset is not None and subset not in SUBSETS:
+        c.fail("subset", f"must be one of {', '.join(SUBSETS)}")
+
+    src = c.get(obj, "source", "source", dict)
+    s = {k: c.get(src, k, f"source.{k}", t) for k, t in
+         [("id", str), ("url", str), ("start", (int, float)), ("fps", (int, float)), ("n_frames", int),
+          ("width", int), ("height", int)]}  # fmt: skip
+    for k in ("fps", "n_frames", "width", "height"):
+        if s[k] is not None and s[k] <= 0:
+            c.fail(f"source.{k}", "must be positive")
+            s[k] = None
+    if s["start"] is not None and s["start"] < 0:
+        c.fail("source.start", "must be >= 0")
+    n = s["n_frames"]
+
+    out = c.get(obj, "output", "output", dict)
+    width, height = c.get(out, "width", "output.width", int), c.get(out, "height", "output.height", int)
+    hfov = c.get(out, "hfov_deg", "output.hfov_deg", (int, float))
+    if hfov is not None and not 0 < hfov < 180:
+        c.fail("output.hfov_deg", "must be in (0, 180)")
+    for name, v in (("width", width), ("height", height)):
+        if v is not None and (v <= 0 or v % 2):
+            c.fail(f"output.{name}", "must be a positive even number")
+
+    views_obj = c.get(obj, "views", "views", dict)
+    views: dict[str, dict[str, np.ndarray]] = {}
+    for view in VIEWS:
+        v = c.get(views_obj, view, f"views.{view}", dict)
+        if v is None:
+            continue
+        angles = {k: c.per_frame(v, k, f"views.{view}.{k}", n) for k in ("yaw_deg", "pitch_deg")}
+        roll = c.per_frame(v, "roll_deg", f"views.{view}.roll_deg", n, optional=True)
+        angles["roll_deg"] = roll if roll is not None or n is None else np.zeros(n)
+        pitch = angles["pitch_deg"]
+        if pitch is not None and np.any(np.abs(pitch) > 90):
+            c.fail(f"views.{view}.pitch_deg", "must lie in [-90, 90]")
+        views[view] = angles
+
+    o = c.get(obj, "object", "object", dict)
+    obj_id = c.get(o, "id", "object.id", (str, int))
+    masks = c.get(o, "masks", "object.masks", list)
+    if masks is not None:
+        if n is not None and len(masks) != n:
+            c.fail("object.masks", f"has {len(masks)} masks, expected n_frames = {n}")
+        for i, rle in enumerate(masks):
+            problem = check_rle(rle)
+            if problem:
+                c.fail(f"object.masks[{i}]", problem)
+                break
+        sizes = {tuple(m["size"]) for m in masks if isinstance(m, dict) and isinstance(m.get("size"), list)}
+        if len(sizes) > 1:
+            c.fail("object.masks", "all masks must have the same size")
+    if obj_id is not None and case_id is not None and str(obj_id) != case_id.rsplit("_obj_", 1)[-1]:
+        c.fail("object.id", f"{obj_id!r} does not match the case id's object id")
+
+    window = c.get(obj, "window", "window", dict)
+    if window is not None:
+        c.get(window, "mode", "window.mode", str)
+        for k in ("window_ratio", "window_move_ratio"):
+            value = c.get(window, k, f"window.{k}", (int, float))
+            if value is not None and not 0 <= value <= 1:
+                c.fail(f"window.{k}", "must lie in [0, 1]")
+        c.get(window, "use_stationary", "window.use_stationary", bool)
+
+    fp = c.get(obj, "fingerprint", "fingerprint", dict)
+    if fp is not None:
+        frames = c.get(fp, "frames", "fingerprint.frames", list)
+        thumbs = c.get(fp, "thumbnails", "fingerprint.thumbnails", list)
+        c.get(fp, "size", "fingerprint.size", list)
+        c.get(fp, "tolerance", "fingerprint.tolerance", (int, float))
+        if frames is not None and thumbs is not None and len(frames) != len(thumbs):
+            c.fail("fingerprint.thumbnails", "needs one thumbnail per fingerprint frame")
+        if frames is not None and n is not None and not all(isinstance(i, int) and 0 <= i < n for i in frames):
+            c.fail("fingerprint.frames", "must be frame indices in [0, n_frames)")
+
+    if c.errors:
+        return None
+    return Recipe(
+        line=line,
+        case_id=case_id,
+        subset=subset,
+        source=Source(s["id"], resolve_url(s["url"], base_dir), float(s["start"]), float(s["fps"]), n,
+                      s["width"], s["height"]),  # fmt: skip
+        width=width,
+        height=height,
+        hfov_deg=float(hfov),
+        views=views,
+        obj_id=str(obj_id),
+        masks=masks,
+        window=window,
+        fingerprint=fp,
+    )
+
+
+def parse_recipes(text: str, origin: str, base_dir: str | os.PathLike) -> list[Recipe]:
+    """Validate JSON Lines recipe text; ``origin`` names it in error messages.
+
+    Blank lines are skipped. Relative source URLs resolve against ``base_dir``.
+
+    Raises:
+        RecipeError: listing every problem as ``origin:line: field: problem``.
+    """
+    recipes: list[Recipe] = []
+    errors: list[str] = []
+    seen: dict[str, int] = {}
+    for line_no, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            errors.append(f"{origin}:{line_no}: not valid JSON: {e.msg} (column {e.colno})")
+            continue
+        c = _Checker()
+        recipe = _parse_one(obj, Path(base_dir), c, line_no)
+        errors.extend(f"{origin}:{line_no}: {m}" for m in c.errors)
+        if recipe is None:
+            continue
+        if recipe.case_id in seen:
+            errors.append(f"{origin}:{line_no}: case_id: duplicate of line {seen[recipe.case_id]}")
+            continue
+        seen[recipe.case_id] = line_no
+        recipes.append(recipe)
+    if errors:
+        raise RecipeError("\n".join(errors))
+    if not recipes:
+        raise RecipeError(f"{origin}: no recipes")
+    return recipes
+
+
+def load_recipes(path: str | os.PathLike) -> list[Recipe]:
+    """Read and validate a local recipes file (see :func:`parse_recipes`)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise RecipeError(f"{path}: cannot read recipes: {e}") from None
+    return parse_recipes(text, str(path), path.parent)
+
+
+def recipe_line(obj: dict) -> str:
+    """One canonical JSON Lines record (compact, keys sorted)."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"))

@@ -1,0 +1,282 @@
+"""Procedural 360-degree scenes with exact ground truth.
+
+Each scene is an equirectangular clip of a textured background with
+landmarks and one textured object, a spherical cap of angular radius
+``radius``. Its equirectangular mask is exact by definition: the pixels
+whose centre direction lies within ``radius`` of the object's centre. In
+``dynamic`` scenes the centre moves along a great circle at a constant
+angular speed, also while off-screen; in ``static`` scenes it stays put.
+
+The recipe's camera schedule: ``center`` follows the object; ``view_0``
+follows it, pans away (by ``pan_deg``, far enough that the object is fully
+out of view), holds still for the off-screen window, then pans back onto
+the object's current position.
+
+Output of :func:`generate` (it does not write the dataset layout):
+``sources/<source_id>.mp4``, ``recipes.jsonl`` and ``truth/<case_id>.json``
+(object path and the analytic ``view_0`` visibility, for tests).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from . import sphere
+from .layout import dump_json, write_json, write_text
+from .recipes import VERSION, encode_mask, make_fingerprint, recipe_line
+from .video import encode_video, read_frames
+
+_ID_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-"
+
+
+@dataclass(frozen=True)
+class SynthConfig:
+    """Knobs of :func:`generate`; sizes are ``(width, height)``, angles degrees."""
+
+    scenes: int = 4
+    seed: int = 0
+    pano_size: tuple[int, int] = (1024, 512)
+    view_size: tuple[int, int] = (256, 192)
+    hfov_deg: float = 90.0
+    n_frames: int = 60
+    fps: float = 10.0
+    radius_deg: float = 12.0
+    speed_deg_s: float = 15.0  # dynamic scenes
+    window_ratio: float = 0.4  # fraction of frames with view_0 holding still, looking away
+    window_move_ratio: float = 0.15  # fraction of frames spent on each pan
+    pan_deg: float = 120.0
+
+    def __post_init__(self) -> None:
+        if self.pano_size[0] != 2 * self.pano_size[1] or self.pano_size[1] % 2:
+            raise ValueError("pano size must be 2H x H with H even")
+        if self.window_ratio + 2 * self.window_move_ratio > 1:
+            raise ValueError("window_ratio + 2 * window_move_ratio must not exceed 1")
+        if self.scenes < 1 or self.n_frames < 2:
+            raise ValueError("need at least one scene of two frames")
+
+
+@dataclass(frozen=True)
+class Scene:
+    subset: str
+    source_id: str
+    case_id: str
+    centers: np.ndarray  # (T, 3) unit directions of the object centre
+    radius: float  # radians
+    texture_phase: float
+
+
+# ---------------------------------------------------------------- geometry of a scene
+
+
+def _tangent(c: np.ndarray, heading: float) -> np.ndarray:
+    """Unit tangent at ``c`` pointing ``heading`` radians from east towards north."""
+    east = np.cross([0.0, -1.0, 0.0], c)  # up x c
+    east /= np.linalg.norm(east)
+    north = np.cross(c, east)
+    return np.cos(heading) * east + np.sin(heading) * north
+
+
+def object_path(c0: np.ndarray, heading: float, speed: float, times: np.ndarray) -> np.ndarray:
+    """``(T, 3)`` great-circle path from ``c0`` at ``speed`` rad/s along ``heading`` at ``times`` s."""
+    t0 = _tangent(c0, heading)
+    ang = speed * times
+    return np.cos(ang)[:, None] * c0 + np.sin(ang)[:, None] * t0
+
+
+def _unwrap_lonlat(centers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    lon, lat = sphere.lonlat_from_direction(centers)
+    return np.unwrap(lon), lat
+
+
+def camera_schedules(centers: np.ndarray, cfg: SynthConfig, direction: float) -> dict[str, dict[str, list]]:
+    """Per-frame yaw/pitch (degrees) of ``center`` (tracks the object) and ``view_0``."""
+    T = len(centers)
+    lon, lat = _unwrap_lonlat(centers)
+    move = max(1, round(cfg.window_move_ratio * T))
+    hold = round(cfg.window_ratio * T)
+    start = max(0, (T - hold - 2 * move) // 2)
+    yaw = lon.copy()
+    pitch = lat.copy()
+    away_yaw = lon[start] + direction * np.deg2rad(cfg.pan_deg)
+    for t in range(start, T):
+        k = t - start
+        if k < move:  # pan away, smoothstep
+            s = (k + 1) / move
+            s = s * s * (3 - 2 * s)
+            yaw[t] = (1 - s) * lon[start] + s * away_yaw
+            pitch[t] = lat[start]
+        elif k < move + hold:
+            yaw[t], pitch[t] = away_yaw, lat[start]
+        elif k < 2 * move + hold:  # pan back onto where the object is now
+            s = (k - move - hold + 1) / move
+            s = s * s * (3 - 2 * s)
+            yaw[t] = (1 - s) * away_yaw + s * lon[t]  # back the way it came (lon is unwrapped)
+            pitch[t] = (1 - s) * lat[start] + s * lat[t]
+    wrap = lambda a: ((np.rad2deg(a) + 180.0) % 360.0 - 180.0).round(6).tolist()  # noqa: E731
+    return {
+        "center": {"yaw_deg": wrap(lon), "pitch_deg": np.rad2deg(lat).round(6).tolist()},
+        "view_0": {"yaw_deg": wrap(yaw), "pitch_deg": np.rad2deg(pitch).round(6).tolist()},
+    }
+
+
+def analytic_visibility(
+    center: np.ndarray, radius: float, r: np.ndarray, k: np.ndarray, size: tuple[int, int], n: int = 256
+) -> float:
+    """Fraction of a spherical cap's solid angle inside a view, by quadrature on the cap.
+
+    Midpoint rule in polar coordinates about the cap centre (``n`` radii x
+    ``2n`` angles, weight ``sin rho``); independent of any rasterisation.
+    """
+    rho = (np.arange(n) + 0.5) / n * radius
+    psi = (np.arange(2 * n) + 0.5) / (2 * n) * 2 * np.pi
+    e1 = _tangent(center, 0.0)
+    e2 = np.cross(center, e1)
+    d = (np.cos(rho)[:, None, None] * center
+         + np.sin(rho)[:, None, None] * (np.cos(psi)[None, :, None] * e1 + np.sin(psi)[None, :, None] * e2))  # fmt: skip
+    cam = d @ np.asarray(r)  # R^T d for row vectors
+    w, h = size
+    z = np.where(cam[..., 2] > 0, cam[..., 2], 1.0)
+    u = cam[..., 0] / z * k[0, 0] + k[0, 2]
+    v = cam[..., 1] / z * k[1, 1] + k[1, 2]
+    inside = (cam[..., 2] > 0) & (u >= 0) & (u < w) & (v >= 0) & (v < h)
+    weight = np.broadcast_to(np.sin(rho)[:, None], inside.shape)
+    return float(weight[inside].sum() / weight.sum())
+
+
+# ---------------------------------------------------------------- rendering
+
+
+def _pano_directions(pano_size: tuple[int, int]) -> np.ndarray:
+    w, h = pano_size
+    lon, lat = sphere.lonlat_from_equirect_xy(np.arange(w)[None, :], np.arange(h)[:, None], w, h)
+    return sphere.direction_from_lonlat(lon, lat).astype(np.float32)
+
+
+def render_background(pano_size: tuple[int, int], rng: np.random.Generator) -> np.ndarray:
+    """Sky, ground, a 30-degree grid, soft noise and coloured landmark discs; ``(H, W, 3)`` uint8."""
+    import cv2
+
+    w, h = pano_size
+    lon, lat = sphere.lonlat_from_equirect_xy(np.arange(w)[None, :], np.arange(h)[:, None], w, h)
+    lon, lat = np.broadcast_arrays(lon, lat)
+    s = np.sin(lat)[..., None]
+    sky = (1 - s) * np.array([205, 222, 240]) + s * np.array([60, 110, 200])
+    ground = (1 + s) * np.array([120, 140, 85]) - s * np.array([70, 60, 45])
+    img = np.where(s > 0, sky, ground)
+    noise = rng.normal(0, 14, (h // 16, w // 16, 3)).astype(np.float32)
+    img += cv2.resize(noise, (w, h), interpolation=cv2.INTER_CUBIC)
+    step, line = np.deg2rad(30), np.deg2rad(0.35)
+    near_lat = np.abs((lat + step / 2) % step - step / 2) < line
+    near_lon = (np.abs((lon + step / 2) % step - step / 2) * np.cos(lat) < line) & (np.abs(lat) < 1.3)
+    img[near_lat | near_lon] *= 0.55
+    dirs = sphere.direction_from_lonlat(lon, lat)
+    for _ in range(12):
+        c = sphere.direction_from_lonlat(rng.uniform(-np.pi, np.pi), rng.uniform(-1.2, 1.2))
+        rad = np.deg2rad(rng.uniform(4, 9))
+        ang = np.arccos(np.clip(dirs @ c, -1, 1))
+        color = rng.integers(30, 255, 3)
+        img[ang < rad] = color
+        img[(ang < rad) & (ang > 0.7 * rad)] = 255 - color
+    return np.clip(img, 0, 255).round().astype(np.uint8)
+
+
+def object_mask(dirs: np.ndarray, center: np.ndarray, radius: float) -> np.ndarray:
+    """Exact equirectangular mask ``(H, W)`` bool: pixel centres within ``radius`` of ``center``."""
+    return dirs @ center.astype(np.float32) >= np.float32(np.cos(radius))
+
+
+def render_frame(background: np.ndarray, dirs: np.ndarray, scene: Scene, t: int) -> tuple[np.ndarray, np.ndarray]:
+    """Frame ``t`` ``(H, W, 3)`` uint8 and its exact object mask ``(H, W)`` bool."""
+    c = scene.centers[t]
+    mask = object_mask(dirs, c, scene.radius)
+    frame = background.copy()
+    d = dirs[mask].astype(np.float64)
+    e1 = _tangent(c, 0.0)
+    e2 = np.cross(c, e1)
+    a, b = d @ e1 / scene.radius, d @ e2 / scene.radius
+    checker = (np.floor(a * 3 + scene.texture_phase) + np.floor(b * 3)) % 2
+    tex = np.where(checker[:, None] > 0, [235, 45, 40], [250, 215, 35]).astype(np.float64)
+    tex[np.hypot(a, b) > 0.85] = [40, 20, 90]
+    frame[mask] = tex.astype(np.uint8)
+    return frame, mask
+
+
+# ---------------------------------------------------------------- scenes -> files
+
+
+def make_scene(cfg: SynthConfig, index: int) -> tuple[Scene, np.random.Generator, float]:
+    """Scene ``index`` of a seeded set: even indices dynamic, odd static."""
+    rng = np.random.default_rng([cfg.seed, index])
+    subset = "dynamic" if index % 2 == 0 else "static"
+    source_id = "".join(rng.choice(list(_ID_ALPHABET), 11))
+    c0 = sphere.direction_from_lonlat(rng.uniform(-np.pi, np.pi), rng.uniform(-0.35, 0.35))
+    times = np.arange(cfg.n_frames) / cfg.fps
+    speed = np.deg2rad(cfg.speed_deg_s) if subset == "dynamic" else 0.0
+    heading = rng.uniform(-0.4, 0.4) + (np.pi if rng.random() < 0.5 else 0.0)
+    centers = object_path(c0, heading, speed, times)
+    # Pan away against the object's horizontal motion so it cannot drift into the away view.
+    direction = -1.0 if np.cos(heading) > 0 else 1.0
+    scene = Scene(subset, source_id, f"Synth_{source_id}_0_obj_1", centers, np.deg2rad(cfg.radius_deg), rng.uniform(0, 1))
+    return scene, rng, direction
+
+
+def generate(out: str | os.PathLike, cfg: SynthConfig, base_url: str | None = None) -> Path:
+    """Write ``cfg.scenes`` scenes under ``out``; return the recipes path.
+
+    Source URLs in the recipes are ``<base_url>/<source_id>.mp4`` when
+    ``base_url`` is given, else the relative path ``sources/<source_id>.mp4``
+    (resolved against the recipes file when read). Same config, same bytes.
+    """
+    out = Path(out)
+    dirs = _pano_directions(cfg.pano_size)
+    k = sphere.intrinsics_from_fov(np.deg2rad(cfg.hfov_deg), *cfg.view_size)
+    lines = []
+    for i in range(cfg.scenes):
+        scene, rng, direction = make_scene(cfg, i)
+        background = render_background(cfg.pano_size, rng)
+        masks = []
+
+        def frames():
+            for t in range(cfg.n_frames):
+                frame, mask = render_frame(background, dirs, scene, t)
+                masks.append(encode_mask(mask))
+                yield frame
+
+        clip = out / "sources" / f"{scene.source_id}.mp4"
+        encoding = encode_video(clip, frames(), cfg.fps)
+        fp_idx = sorted({0, cfg.n_frames // 2, cfg.n_frames - 1})
+        decoded = {t: f.copy() for t, f in enumerate(read_frames(clip)) if t in fp_idx}
+        views = camera_schedules(scene.centers, cfg, direction)
+        rot = sphere.rotation_from_ypr(np.deg2rad(views["view_0"]["yaw_deg"]), np.deg2rad(views["view_0"]["pitch_deg"]))
+        visibility = [analytic_visibility(c, scene.radius, r, k, cfg.view_size) for c, r in zip(scene.centers, rot)]
+        url = f"{base_url.rstrip('/')}/{clip.name}" if base_url else f"sources/{clip.name}"
+        hold = round(cfg.window_ratio * cfg.n_frames)
+        recipe = {
+            "version": VERSION,
+            "case_id": scene.case_id,
+            "subset": scene.subset,
+            "source": {"id": scene.source_id, "url": url, "start": 0.0, "fps": cfg.fps, "n_frames": cfg.n_frames,
+                       "width": cfg.pano_size[0], "height": cfg.pano_size[1]},  # fmt: skip
+            "output": {"width": cfg.view_size[0], "height": cfg.view_size[1], "hfov_deg": cfg.hfov_deg},
+            "views": views,
+            "object": {"id": "1", "masks": masks},
+            "window": {"mode": "return", "window_ratio": hold / cfg.n_frames,
+                       "window_move_ratio": max(1, round(cfg.window_move_ratio * cfg.n_frames)) / cfg.n_frames,
+                       "use_stationary": scene.subset == "static"},  # fmt: skip
+            "fingerprint": make_fingerprint(decoded),
+        }
+        lines.append(recipe_line(recipe))
+        lon, lat = sphere.lonlat_from_direction(scene.centers)
+        write_json(out / "truth" / f"{scene.case_id}.json", {
+            "case_id": scene.case_id, "subset": scene.subset, "radius_deg": cfg.radius_deg,
+            "object_lon_deg": np.rad2deg(lon).round(9).tolist(), "object_lat_deg": np.rad2deg(lat).round(9).tolist(),
+            "view_0_visibility": [round(v, 9) for v in visibility], "encoding": encoding,
+        })  # fmt: skip
+    write_text(out / "synth.json", dump_json({"config": asdict(cfg), "base_url": base_url}))
+    recipes = out / "recipes.jsonl"
+    write_text(recipes, "".join(line + "\n" for line in lines))
+    return recipes

@@ -1,0 +1,36 @@
+"""Shared fixtures: a small synthetic scene set and its reconstructed dataset, built once per session."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from persistbench.recipes import load_recipes
+from persistbench.reconstruct import reconstruct_case
+from persistbench.synth import SynthConfig, generate
+from persistbench.video import read_frames
+
+SMALL = SynthConfig(scenes=2, seed=3, pano_size=(512, 256), view_size=(128, 96), n_frames=24, fps=8.0)
+
+
+@pytest.fixture(scope="session")
+def synth_dir(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("synth")
+    generate(out, SMALL)
+    return out
+
+
+@pytest.fixture(scope="session")
+def dataset_dir(synth_dir, tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("dataset")
+    for recipe in load_recipes(synth_dir / "recipes.jsonl"):
+        reconstruct_case(recipe, read_frames(synth_dir / "sources" / f"{recipe.source.id}.mp4"), root)
+    return root
+
+
+@pytest.fixture
+def dataset_copy(dataset_dir, tmp_path) -> Path:
+    """A private copy of the dataset that a test may damage."""
+    return Path(shutil.copytree(dataset_dir, tmp_path / "ds"))
