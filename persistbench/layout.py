@@ -449,9 +449,10 @@ class Dataset:
         return out
 
     def case(self, subset: str, case_id: str) -> Case:
-        path = _case_path(case_dir(self.root, subset, case_id)) if case_dir(self.root, subset, case_id).is_dir() else None
+        directory = case_dir(self.root, subset, case_id)
+        path = _case_path(directory) if directory.is_dir() else None
         if path is None:
-            raise PersistbenchError(f"{case_dir(self.root, subset, case_id)}: no such case")
+            raise PersistbenchError(f"{directory}: no such case")
         return Case(self.root, subset, case_id, path)
 
     @property
