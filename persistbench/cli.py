@@ -40,30 +40,110 @@ def main() -> None:
 
 @main.command()
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Output directory.")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="JSON of SynthConfig fields (e.g. configs/sample.json); options given here override it.")
 @click.option("--scenes", default=4, show_default=True, type=click.IntRange(1), help="Scenes (even: dynamic, odd: static).")
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--base-url", default=None, help="Source URL prefix, e.g. http://127.0.0.1:8000 (default: relative file paths).")
 @click.option("--pano-size", default="1024x512", show_default=True, callback=_size, help="Source clip size WxH (W = 2H).")
 @click.option("--size", "view_size", default="256x192", show_default=True, callback=_size, help="Output view size WxH.")
-@click.option("--hfov", default=90.0, show_default=True, type=click.FloatRange(1, 179, min_open=False), help="Horizontal field of view, degrees.")
-@click.option("--frames", default=60, show_default=True, type=click.IntRange(2), help="Frames per scene.")
+@click.option("--hfov", "hfov_deg", default=90.0, show_default=True, type=click.FloatRange(1, 179), help="Horizontal field of view, degrees.")
+@click.option("--frames", "n_frames", default=60, show_default=True, type=click.IntRange(2), help="Frames per scene.")
 @click.option("--fps", default=10.0, show_default=True, type=click.FloatRange(0, min_open=True))
-@click.option("--speed", default=15.0, show_default=True, type=float, help="Angular speed of dynamic objects, degrees/s.")
-@click.option("--radius", default=12.0, show_default=True, type=click.FloatRange(0.5, 45), help="Object angular radius, degrees.")
-def synth(out, scenes, seed, base_url, pano_size, view_size, hfov, frames, fps, speed, radius) -> None:
+@click.option("--speed", "speed_deg_s", default=15.0, show_default=True, type=float, help="Angular speed of dynamic objects, degrees/s.")
+@click.option("--radius", "radius_deg", default=12.0, show_default=True, type=click.FloatRange(0.5, 45), help="Object angular radius, degrees.")
+@click.pass_context
+def synth(ctx: click.Context, out, config_file, base_url, **options) -> None:
     """Write procedural 360-degree scenes: source clips, recipes.jsonl and analytic truth.
 
-    Example: persistbench synth --out synth --scenes 4 --seed 0
+    \b
+    Example:
+      persistbench synth --out synth --scenes 4 --seed 0
+      persistbench synth --config configs/sample.json --out sample
     """
+    import dataclasses
+    import json
+
     from .synth import SynthConfig, generate
 
+    fields = {f.name for f in dataclasses.fields(SynthConfig)}
+    values = {}
+    if config_file:
+        try:
+            values = json.loads(open(config_file, encoding="utf-8").read())
+        except (OSError, json.JSONDecodeError) as e:
+            raise click.BadParameter(f"{config_file}: {e}", param_hint="--config") from None
+        unknown = set(values) - fields if isinstance(values, dict) else {"<not an object>"}
+        if unknown:
+            raise click.BadParameter(f"{config_file}: unknown fields {sorted(unknown)}", param_hint="--config")
+        values = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+    for name, value in options.items():
+        if not config_file or ctx.get_parameter_source(name) != click.core.ParameterSource.DEFAULT:
+            values[name] = value
     try:
-        cfg = SynthConfig(scenes=scenes, seed=seed, pano_size=pano_size, view_size=view_size, hfov_deg=hfov,
-                          n_frames=frames, fps=fps, speed_deg_s=speed, radius_deg=radius)  # fmt: skip
-    except ValueError as e:
+        cfg = SynthConfig(**values)
+    except (TypeError, ValueError) as e:
         raise click.UsageError(str(e)) from None
     recipes = generate(out, cfg, base_url)
-    click.echo(f"wrote {scenes} scenes: {recipes}")
+    click.echo(f"wrote {cfg.scenes} scenes: {recipes}")
+
+
+@main.command()
+@click.option("--recipes", default=None, help="Recipes: a path, an http(s):// URL or hf://OWNER/REPO/PATH[@REV]. Default: the bundled sample.")
+@click.option("--output", default="reconstructed", show_default=True, type=click.Path(file_okay=False), help="Dataset root.")
+@click.option("--cache", default="cache/youtube", show_default=True, type=click.Path(file_okay=False), help="Source clip cache.")
+@click.option("--limit", type=click.IntRange(1), default=None, help="Only the first N cases of the deterministic order.")
+@click.option("--subset", type=click.Choice(["dynamic", "static"]), default=None)
+@click.option("--workers", type=click.IntRange(1), default=1, show_default=True, help="Cases in parallel processes.")
+@click.option("--shard", default=None, metavar="K/N", help="Only shard K of N (0-based) of the selected cases.")
+@click.option("--frame-format", type=click.Choice(["png", "jpg"]), default="png", show_default=True)
+@click.option("--download-only", is_flag=True, help="Fetch the source clips into the cache; reconstruct nothing.")
+@click.option("--dry-run", is_flag=True, help="Print what would be done and exit.")
+@click.option("--retries", type=click.IntRange(0), default=3, show_default=True, help="Retries after a transient download error.")
+@click.option("--cookies", type=click.Path(dir_okay=False, exists=True), default=None, help="cookies.txt for yt-dlp.")
+@click.option("--proxy", default=None, help="Proxy URL for yt-dlp.")
+@click.option("--sources-dir", type=click.Path(file_okay=False, exists=True), default=None,
+              help="Already-downloaded clips named <source id>.<ext>; nothing is downloaded.")
+@click.option("--accept-changed-sources", is_flag=True, help="Reconstruct even when a source's fingerprint differs.")
+@click.option("--no-progress", is_flag=True, help="No progress bars.")
+def download(recipes, output, cache, limit, subset, workers, shard, frame_format, download_only, dry_run, retries,
+             cookies, proxy, sources_dir, accept_changed_sources, no_progress) -> None:  # fmt: skip
+    """Rebuild the benchmark: fetch each case's source range with yt-dlp and reproject it.
+
+    \b
+    Examples:
+      persistbench download --limit 5                 # bundled sample, no network
+      persistbench download --recipes hf://OWNER/REPO/recipes.jsonl --workers 2
+      persistbench download --recipes recipes.jsonl --shard 0/4 --cookies cookies.txt
+    """
+    from pathlib import Path
+
+    from .download import DownloadOptions, download as run_download, plan, resolve_recipes
+    from .runner import Shard, summary
+    from .sources import SourceOptions, cached_clip
+
+    source = resolve_recipes(recipes, Path(cache))
+    if source.spec == "bundled":
+        click.echo(f"using the bundled sample recipes (no --recipes given): {source.path}")
+    src_opts = SourceOptions(cache=Path(cache), sources_dir=Path(sources_dir) if sources_dir else None,
+                             retries=retries, cookies=cookies, proxy=proxy, progress=not no_progress and workers == 1)  # fmt: skip
+    opts = DownloadOptions(output=Path(output), cache=Path(cache), limit=limit, subset=subset, workers=workers,
+                           shard=Shard.parse(shard) if shard else None, frame_format=frame_format,
+                           download_only=download_only, accept_changed_sources=accept_changed_sources,
+                           sources=src_opts, progress=not no_progress)  # fmt: skip
+    if dry_run:
+        selected = plan(source.path, opts)
+        for r in selected:
+            where = "cached" if cached_clip(r, src_opts) else r.source.url
+            click.echo(f"{r.subset}/{r.case_id}: {r.n_frames} frames from {where}")
+        click.echo(f"dry run: {len(selected)} case(s), nothing written")
+        return
+    outcomes = run_download(source, opts)
+    click.echo(summary(outcomes))
+    if any(o.status == "failed" for o in outcomes):
+        raise SystemExit(1)
+    if not download_only:
+        click.echo(f"dataset: {output}")
 
 
 @main.command()

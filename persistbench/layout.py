@@ -41,6 +41,7 @@ VIEWS = ("view_0", "center")
 DB_NAME = "data.db"
 CASES_JSONL = "cases.jsonl"
 STATE_DIR = ".state"
+RECIPES_PROVENANCE = "recipes_source.json"  # which recipes built the dataset (spec, revision, sha256)
 FRAMES_DIR = "frames"
 MASKS_DIR = "masks"
 VIDEO_NAME = "video.mp4"
@@ -139,6 +140,21 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     except BaseException:
         tmp_path.unlink(missing_ok=True)
         raise
+
+
+@contextlib.contextmanager
+def file_lock(path: str | os.PathLike) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (created if missing); released on exit or process death."""
+    import fcntl
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def write_bytes(path: str | os.PathLike, data: bytes) -> str:
@@ -569,12 +585,17 @@ def mark_complete(root: str | os.PathLike, row: dict, record: dict) -> None:
     ``row`` holds ``data`` columns (missing ones are NULL); ``record`` must
     hold ``uid`` and ``subset``. ``cases.jsonl`` is rewritten atomically in
     (subset, uid) order, so its bytes do not depend on completion order.
-    Call from one process at a time.
+    Safe to call from several processes: an exclusive file lock serialises it.
     """
     root = Path(root)
     unknown = set(row) - set(DATA_COLUMNS)
     if unknown:
         raise ValueError(f"unknown data.db columns: {sorted(unknown)}")
+    with file_lock(root / STATE_DIR / "index.lock"):
+        _mark_complete(root, row, record)
+
+
+def _mark_complete(root: Path, row: dict, record: dict) -> None:
     with contextlib.closing(_connect(root)) as con, con:
         names = list(DATA_COLUMNS)
         con.execute(

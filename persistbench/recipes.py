@@ -10,6 +10,7 @@ downloads.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import math
 import os
@@ -140,13 +141,15 @@ def make_fingerprint(frames: dict[int, np.ndarray], tolerance: float = 12.0) -> 
 def fingerprint_distance(fingerprint: dict, frames: dict[int, np.ndarray]) -> float:
     """Largest mean absolute difference (8-bit levels) between stored and given thumbnails.
 
-    ``frames`` must hold every index in ``fingerprint["frames"]``.
+    Compares the fingerprint frames that ``frames`` holds (0.0 when none).
     """
     import cv2
 
     worst = 0.0
     size = tuple(fingerprint["size"])
     for i, b64 in zip(fingerprint["frames"], fingerprint["thumbnails"]):
+        if i not in frames:
+            continue
         stored = cv2.cvtColor(cv2.imdecode(np.frombuffer(base64.b64decode(b64), np.uint8), cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
         diff = np.abs(stored.astype(np.int16) - thumbnail(frames[i], size).astype(np.int16))
         worst = max(worst, float(diff.mean()))
@@ -172,6 +175,7 @@ class Recipe:
     """One validated recipe. Angles are degrees, as on disk."""
 
     line: int
+    sha256: str  # content_sha256: a changed recipe is a different case
     case_id: str
     subset: str
     source: Source
@@ -187,6 +191,11 @@ class Recipe:
     @property
     def n_frames(self) -> int:
         return self.source.n_frames
+
+    def frame_times(self) -> list[float]:
+        """Source time in seconds of each frame: ``start + t / fps``."""
+        s = self.source
+        return [s.start + t / s.fps for t in range(s.n_frames)]
 
 
 class _Checker:
@@ -226,6 +235,12 @@ class _Checker:
             self.fail(field, f"has {len(values)} values, expected n_frames = {n}")
             return None
         return np.asarray(values, np.float64)
+
+
+def content_sha256(obj: dict) -> str:
+    """sha256 of a recipe's canonical JSON without ``source.url``: what the case is, not where it is fetched."""
+    source = {k: v for k, v in obj["source"].items() if k != "url"}
+    return hashlib.sha256(recipe_line({**obj, "source": source}).encode()).hexdigest()
 
 
 def resolve_url(url: str, base_dir: str | os.PathLike) -> str:
@@ -329,6 +344,7 @@ def _parse_one(obj: Any, base_dir: Path, c: _Checker, line: int) -> Recipe | Non
         return None
     return Recipe(
         line=line,
+        sha256=content_sha256(obj),
         case_id=case_id,
         subset=subset,
         source=Source(s["id"], resolve_url(s["url"], base_dir), float(s["start"]), float(s["fps"]), n,

@@ -1,23 +1,38 @@
-"""One recipe + its source frames -> one case of the dataset layout.
+"""One recipe + one source clip -> one case of the dataset layout.
 
-The caller supplies the equirectangular frames already located in time
-(frame ``t`` of the recipe's sampling); this module reprojects them into
-``view_0`` and ``center``, computes visibility and writes the case through
-:mod:`persistbench.layout`, marking it complete last. It does not loop
-over cases and does not download.
+Frames are located in the clip by presentation timestamp (``start + t/fps``),
+never by counting from the start of the file. Each frame is reprojected into
+``view_0`` and ``center`` (RGB bilinear, mask nearest on the same maps) while
+a small thread pool encodes and writes the previous frames, and ffmpeg
+decodes the next ones in its own process, so the cores overlap; at most a
+few frames are in flight, whatever the clip's length. The case is marked
+complete (``data.db`` row, ``cases.jsonl`` record) only after every file is
+in place; on any failure its directory is removed. It does not loop over
+cases and does not download.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+import shutil
+from collections import deque
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 
 from . import __version__, sphere
 from .errors import PersistbenchError
-from .layout import VIEWS, CaseId, CaseWriter, mark_complete
-from .recipes import Recipe, decode_mask
+from .layout import VIEWS, CaseId, CaseWriter, case_dir, mark_complete
+from .recipes import Recipe, decode_mask, fingerprint_distance
+from .video import decode_with_pts, frames_at, probe
+
+IN_FLIGHT = 8  # frames being encoded/written at once
+
+
+class SourceChanged(PersistbenchError):
+    """The clip's fingerprint differs from the recipe's beyond its tolerance."""
 
 
 def view_rotations(recipe: Recipe, view: str) -> np.ndarray:
@@ -26,43 +41,94 @@ def view_rotations(recipe: Recipe, view: str) -> np.ndarray:
     return sphere.rotation_from_ypr(*(np.deg2rad(a[k]) for k in ("yaw_deg", "pitch_deg", "roll_deg")))
 
 
+def clip_frames(recipe: Recipe, clip: str | os.PathLike) -> Iterator[np.ndarray]:
+    """The recipe's frames from a clip, each the one nearest in time to ``start + t/fps``.
+
+    Decoding starts a second before the first frame (input seek), so a full
+    source video is not decoded from its beginning.
+    """
+    fps = probe(clip)["fps"] or recipe.source.fps
+    tolerance = 0.5 / fps + 1e-3
+    seek = max(0.0, recipe.source.start - 1.0)
+    return frames_at(decode_with_pts(clip, seek or None), recipe.frame_times(), tolerance, name=str(clip))
+
+
 def reconstruct_case(
-    recipe: Recipe, frames: Iterable[np.ndarray], root: str | os.PathLike, frame_format: str = "png"
-) -> dict:
-    """Render and write one case; return its ``cases.jsonl`` record.
+    recipe: Recipe,
+    frames: Iterable[np.ndarray],
+    root: str | os.PathLike,
+    frame_format: str = "png",
+    accept_changed_source: bool = False,
+) -> tuple[dict, dict]:
+    """Render, write and mark complete one case.
 
     Args:
         recipe: a validated recipe.
-        frames: the recipe's ``n_frames`` equirectangular RGB uint8 frames ``(H, W, 3)``, in order.
+        frames: the recipe's ``n_frames`` equirectangular RGB uint8 frames ``(H, W, 3)``
+            in order (:func:`clip_frames`).
         root: dataset root.
         frame_format: ``png`` or ``jpg`` for the view frames (masks are always PNG).
+        accept_changed_source: write the case even when the fingerprint differs.
+    Returns:
+        ``(row, record)``: its ``data.db`` row and ``cases.jsonl`` record.
     Raises:
-        PersistbenchError: when fewer frames than the recipe needs arrive.
+        SourceChanged: the fingerprint differs (and not ``accept_changed_source``).
+        PersistbenchError: too few frames, or a decoding error.
     """
+    try:
+        return _reconstruct(recipe, frames, Path(root), frame_format, accept_changed_source)
+    except BaseException:
+        shutil.rmtree(case_dir(root, recipe.subset, recipe.case_id), ignore_errors=True)
+        raise
+
+
+def _check_fingerprint(recipe: Recipe, t: int, pano: np.ndarray) -> None:
+    fp = recipe.fingerprint
+    distance = fingerprint_distance(fp, {t: pano})
+    if distance > fp["tolerance"]:
+        raise SourceChanged(
+            f"{recipe.case_id}: source differs from the one the benchmark was built from (frame {t}: mean "
+            f"difference {distance:.1f} > tolerance {fp['tolerance']:g}); --accept-changed-sources overrides"
+        )
+
+
+def _reconstruct(recipe: Recipe, frames: Iterable[np.ndarray], root: Path, frame_format: str, accept: bool):
     size = (recipe.width, recipe.height)
     k = sphere.intrinsics_from_fov(np.deg2rad(recipe.hfov_deg), *size)
     rots = {v: view_rotations(recipe, v) for v in VIEWS}
+    directory = case_dir(root, recipe.subset, recipe.case_id)
+    shutil.rmtree(directory, ignore_errors=True)  # leftovers of an interrupted run
     writer = CaseWriter(root, recipe.subset, recipe.case_id, frame_format)
     n = recipe.n_frames
     vis0 = np.zeros(n, np.float64)
     vis1 = np.zeros(n, bool)
+    fp_frames = set(recipe.fingerprint["frames"]) if not accept else set()
+    pending: deque[Future] = deque()
     count = 0
-    for t, pano in zip(range(n), frames):
-        mask_e = decode_mask(recipe.masks[t])
-        pano_size = (pano.shape[1], pano.shape[0])
-        mask_size = (mask_e.shape[1], mask_e.shape[0])
-        for view in VIEWS:
-            r = rots[view][t]
-            maps = sphere.equirect_to_perspective_maps(r, k, size, pano_size)
-            writer.write_frame(view, t, sphere.remap_bilinear(pano, maps))
-            if mask_size != pano_size:
-                maps = sphere.equirect_to_perspective_maps(r, k, size, mask_size)
-            mask = sphere.remap_nearest(mask_e, maps)
-            writer.write_mask(view, t, mask)
-            if view == "center":
-                vis1[t] = bool(mask.any())
-        vis0[t] = sphere.visibility_fraction(mask_e, rots["view_0"][t], k, size)
-        count += 1
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for t, pano in zip(range(n), frames):
+            if t in fp_frames:
+                _check_fingerprint(recipe, t, pano)
+            mask_e = decode_mask(recipe.masks[t])
+            pano_size = (pano.shape[1], pano.shape[0])
+            mask_size = (mask_e.shape[1], mask_e.shape[0])
+            for view in VIEWS:
+                r = rots[view][t]
+                maps = sphere.equirect_to_perspective_maps(r, k, size, pano_size)
+                rgb = sphere.remap_bilinear(pano, maps)
+                if mask_size != pano_size:
+                    maps = sphere.equirect_to_perspective_maps(r, k, size, mask_size)
+                mask = sphere.remap_nearest(mask_e, maps)
+                if view == "center":
+                    vis1[t] = bool(mask.any())
+                pending.append(pool.submit(writer.write_frame, view, t, rgb))
+                pending.append(pool.submit(writer.write_mask, view, t, mask))
+            vis0[t] = sphere.visibility_fraction(mask_e, rots["view_0"][t], k, size)
+            count += 1
+            while len(pending) > 4 * IN_FLIGHT:
+                pending.popleft().result()
+        for f in pending:
+            f.result()
     if count < n:
         raise PersistbenchError(f"{recipe.case_id}: source gave {count} frames, the recipe needs {n}")
 
@@ -88,9 +154,9 @@ def reconstruct_case(
     }  # fmt: skip
     record = {
         "uid": recipe.case_id, "subset": recipe.subset, "n_frames": n, "size": list(size), "fov": recipe.hfov_deg,
-        "frame_format": frame_format,
+        "frame_format": frame_format, "recipe_sha256": recipe.sha256,
         "source": {"id": recipe.source.id, "start": recipe.source.start, "fps": recipe.source.fps},
         "files": dict(sorted(writer.files.items())), "toolkit_version": __version__,
     }  # fmt: skip
     mark_complete(root, row, record)
-    return record
+    return row, record

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import itertools
 import os
+import queue
+import re
 import subprocess
+import threading
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -71,6 +74,101 @@ def read_frames(path: str | os.PathLike) -> Iterator[np.ndarray]:
         errlog.close()
     if code != 0 or err:
         raise PersistbenchError(f"{path}: decoding failed: {err.splitlines()[-1] if err else f'ffmpeg exit {code}'}")
+
+
+_SHOWINFO_RE = re.compile(rb"\bn:\s*\d+\s+pts:\s*-?\d+\s+pts_time:(-?[0-9.eE+-]+)")
+
+
+def decode_with_pts(path: str | os.PathLike, seek: float | None = None) -> Iterator[tuple[float, np.ndarray]]:
+    """Decode frames with their presentation time, in presentation order.
+
+    Times are seconds on the file's own timeline (``-copyts``): a clip cut
+    from a longer video keeps the source's timestamps, and a cut that starts
+    at an earlier keyframe than asked shows up as earlier times instead of
+    shifting every frame. ``seek`` skips decoding before that time (frames
+    before it are dropped).
+
+    Yields:
+        ``(pts_seconds, frame)`` with ``frame`` RGB uint8 ``(H, W, 3)``.
+    """
+    info = probe(path)
+    shape = (info["height"], info["width"], 3)
+    cmd = [ffmpeg_exe(), "-nostdin", "-hide_banner", "-loglevel", "info", "-copyts"]
+    if seek:
+        cmd += ["-ss", f"{seek:.6f}"]
+    cmd += ["-i", str(path), "-map", "0:v:0", "-vf", "showinfo", "-f", "rawvideo", "-pix_fmt", "rgb24",
+            "-fps_mode", "passthrough", "-"]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    times: queue.Queue = queue.Queue()
+    log: list[bytes] = []
+
+    def read_log() -> None:  # showinfo logs each frame before it reaches stdout
+        for line in proc.stderr:
+            m = _SHOWINFO_RE.search(line)
+            if m:
+                times.put(float(m.group(1)))
+            elif not line.startswith((b"  ", b"[Parsed_showinfo")):
+                log.append(line)
+        times.put(None)
+
+    reader = threading.Thread(target=read_log, daemon=True)
+    reader.start()
+    size = shape[0] * shape[1] * 3
+    finished = False
+    try:
+        while True:
+            buf = proc.stdout.read(size)
+            if len(buf) < size:
+                finished = True
+                break
+            t = times.get()
+            if t is None:
+                raise PersistbenchError(f"{path}: decoder gave a frame without a timestamp")
+            yield t, np.frombuffer(buf, np.uint8).reshape(shape)
+    finally:
+        if not finished:
+            proc.kill()
+        proc.stdout.close()
+        code = proc.wait()
+        reader.join()
+        proc.stderr.close()
+    if code != 0:
+        last = [x.decode(errors="replace").strip() for x in log if b"rror" in x or b"nvalid" in x]
+        raise PersistbenchError(f"{path}: decoding failed: {last[-1] if last else f'ffmpeg exit {code}'}")
+
+
+def frames_at(
+    stream: Iterable[tuple[float, np.ndarray]], times: Iterable[float], tolerance: float, name: str = "source"
+) -> Iterator[np.ndarray]:
+    """Pick, for each wanted time, the frame whose presentation time is nearest.
+
+    Args:
+        stream: ``(pts_seconds, frame)`` in increasing time (:func:`decode_with_pts`).
+        times: wanted times in seconds, increasing.
+        tolerance: largest allowed ``|pts - time|``, e.g. half a source frame.
+        name: what to call the stream in errors.
+    Raises:
+        PersistbenchError: when no frame lies within ``tolerance`` of a wanted time.
+    """
+    it = iter(stream)
+    prev = None
+    cur = next(it, None)
+    first = cur[0] if cur else None
+    for want in times:
+        while cur is not None and cur[0] <= want:
+            prev, cur = cur, next(it, None)
+        near = min((c for c in (prev, cur) if c is not None), key=lambda c: abs(c[0] - want), default=None)
+        if near is None or abs(near[0] - want) > tolerance:
+            if first is None:
+                why = "it has no frames"
+            elif want < first:
+                why = f"it starts at {first:.3f} s"
+            elif cur is None:
+                why = f"it ends at {prev[0]:.3f} s"
+            else:
+                why = f"it jumps from {prev[0]:.3f} s to {cur[0]:.3f} s"
+            raise PersistbenchError(f"{name}: no frame at {want:.3f} s: {why}")
+        yield near[1]
 
 
 def encode_video(path: str | os.PathLike, frames: Iterable[np.ndarray], fps: float) -> dict:

@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 
 from persistbench.recipes import load_recipes
-from persistbench.reconstruct import reconstruct_case
+from persistbench.reconstruct import clip_frames, reconstruct_case
 from persistbench.synth import SynthConfig, generate
-from persistbench.video import read_frames
 
 SMALL = SynthConfig(scenes=2, seed=3, pano_size=(512, 256), view_size=(128, 96), n_frames=24, fps=8.0)
 
@@ -26,7 +25,7 @@ def synth_dir(tmp_path_factory) -> Path:
 def dataset_dir(synth_dir, tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("dataset")
     for recipe in load_recipes(synth_dir / "recipes.jsonl"):
-        reconstruct_case(recipe, read_frames(synth_dir / "sources" / f"{recipe.source.id}.mp4"), root)
+        reconstruct_case(recipe, clip_frames(recipe, synth_dir / "sources" / f"{recipe.source.id}.mp4"), root)
     return root
 
 

@@ -1,0 +1,153 @@
+"""``persistbench download``: recipes -> sources -> reconstructed dataset.
+
+The Python API behind the command: :func:`resolve_recipes` finds the recipe
+file (bundled sample, local path, ``http(s)://`` or ``hf://``), and
+:func:`download` runs the shared case loop of :mod:`persistbench.runner`
+over it, one case = fetch the source clip, then reconstruct.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import tempfile
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from . import runner
+from .errors import PersistbenchError
+from .layout import RECIPES_PROVENANCE, STATE_DIR, read_case_records, read_index, sha256_file, write_bytes, write_json
+from .recipes import Recipe, load_recipes
+from .reconstruct import clip_frames, reconstruct_case
+from .sources import SourceOptions, cached_clip, fetch, is_youtube, require_js_runtime
+
+
+def bundled_recipes() -> Path:
+    """The sample recipes shipped in the package (sources are ``file://`` clips beside them)."""
+    return Path(str(resources.files("persistbench") / "data" / "sample" / "recipes.jsonl"))
+
+
+@dataclass(frozen=True)
+class RecipeSource:
+    path: Path  # local file
+    spec: str  # what the user gave (or "bundled")
+    revision: str | None = None  # hf:// commit hash
+
+
+def resolve_recipes(spec: str | None, cache: Path) -> RecipeSource:
+    """Local path, ``http(s)://`` URL (fetched into the cache), ``hf://OWNER/REPO/PATH[@REV]``
+    (a dataset repo, fetched with huggingface_hub, revision resolved to a commit), or
+    None for the bundled sample."""
+    if spec is None:
+        return RecipeSource(bundled_recipes(), "bundled")
+    if spec.startswith(("http://", "https://")):
+        target = cache / "recipes" / f"{hashlib.sha256(spec.encode()).hexdigest()[:16]}.jsonl"
+        try:
+            with urllib.request.urlopen(spec, timeout=60) as r:
+                write_bytes(target, r.read())
+        except (urllib.error.URLError, OSError) as e:
+            raise PersistbenchError(f"{spec}: cannot fetch recipes: {getattr(e, 'reason', e)}") from None
+        return RecipeSource(target, spec)
+    if spec.startswith("hf://"):
+        return _hf_recipes(spec, cache)
+    path = Path(spec)
+    if not path.is_file():
+        raise PersistbenchError(f"{spec}: no such recipes file")
+    return RecipeSource(path, spec)
+
+
+def _hf_recipes(spec: str, cache: Path) -> RecipeSource:
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
+
+    body, _, revision = spec[len("hf://") :].partition("@")
+    parts = body.split("/", 2)
+    if len(parts) != 3 or not all(parts):
+        raise PersistbenchError(f"{spec}: expected hf://OWNER/REPO/PATH[@REVISION]")
+    try:
+        local = Path(hf_hub_download(f"{parts[0]}/{parts[1]}", parts[2], repo_type="dataset",
+                                     revision=revision or None, cache_dir=cache / "hf"))  # fmt: skip
+    except (HfHubHTTPError, LocalEntryNotFoundError, OSError, ValueError) as e:
+        raise PersistbenchError(f"{spec}: cannot fetch recipes from the Hugging Face Hub: {e}".splitlines()[0]) from None
+    commit = local.parent.name if local.parent.parent.name == "snapshots" else revision
+    return RecipeSource(local, spec, commit)
+
+
+@dataclass(frozen=True)
+class DownloadOptions:
+    output: Path
+    cache: Path
+    limit: int | None = None
+    subset: str | None = None
+    workers: int = 1
+    shard: runner.Shard | None = None
+    frame_format: str = "png"
+    download_only: bool = False
+    accept_changed_sources: bool = False
+    sources: SourceOptions = field(default=None)  # type: ignore[assignment]
+    progress: bool = True
+
+
+def _download_case(recipe: Recipe, opts: DownloadOptions) -> None:
+    clip = fetch(recipe, opts.sources)
+    if opts.download_only:
+        return
+    reconstruct_case(recipe, clip_frames(recipe, clip), opts.output, opts.frame_format, opts.accept_changed_sources)
+
+
+def _check_writable(directory: Path) -> None:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=".write-test-"):
+            pass
+    except OSError as e:
+        raise PersistbenchError(f"{directory}: output directory is not writable ({e.strerror})") from None
+
+
+def plan(recipes_path: Path, opts: DownloadOptions) -> list[Recipe]:
+    """The recipes this run handles, in the deterministic order."""
+    return runner.select(load_recipes(recipes_path), lambda r: r.subset, opts.subset, opts.limit, opts.shard)
+
+
+def complete_cases(root: Path) -> dict[tuple[str, str], str]:
+    """(subset, uid) -> recipe sha256 of the cases marked complete in both index files."""
+    rows = {(r["subset"], r["uid"]) for r in read_index(root)}
+    return {(r["subset"], r["uid"]): r.get("recipe_sha256", "") for r in read_case_records(root) if (r["subset"], r["uid"]) in rows}
+
+
+def download(source: RecipeSource, opts: DownloadOptions) -> list[runner.Outcome]:
+    """Reconstruct (or with ``download_only`` just fetch) the selected cases.
+
+    Complete cases whose recipe is unchanged are skipped; incomplete ones are
+    redone. Returns one outcome per selected case, in order.
+    """
+    recipes = plan(source.path, opts)
+    if opts.sources.sources_dir is None and any(
+        is_youtube(r.source.url) and cached_clip(r, opts.sources) is None for r in recipes
+    ):
+        require_js_runtime()
+    if not opts.download_only:
+        _check_writable(opts.output)
+        write_json(opts.output / RECIPES_PROVENANCE, {"recipes": source.spec, "revision": source.revision,
+                                                      "sha256": sha256_file(source.path)})  # fmt: skip
+    done = {} if opts.download_only else complete_cases(opts.output)
+    state = (opts.output if not opts.download_only else opts.cache) / STATE_DIR
+    job = runner.Job(functools.partial(_download_case, opts=opts), state)
+    return runner.run(
+        recipes,
+        key_of=lambda r: r.case_id,
+        job=job,
+        is_done=lambda r: done.get((r.subset, r.case_id)) == r.sha256,
+        workers=opts.workers,
+        desc="download" if opts.download_only else "reconstruct",
+        progress=opts.progress,
+    )
+
+
+def default_cache() -> Path:
+    """``$PERSISTBENCH_CACHE`` or ``./cache/youtube``."""
+    return Path(os.environ.get("PERSISTBENCH_CACHE", "cache/youtube"))
