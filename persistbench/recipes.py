@@ -15,7 +15,6 @@ import json
 import math
 import os
 import re
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -100,17 +99,44 @@ def check_rle(rle: Any) -> str | None:
     return None
 
 
-def decode_mask(rle: dict) -> np.ndarray:
-    """Decode a COCO RLE to a ``(h, w)`` uint8 mask of 0/1 (C-contiguous)."""
-    from pycocotools import mask as coco
+def decode_mask_columns(rle: dict) -> np.ndarray:
+    """Decode a COCO RLE into its column-major layout: a C-contiguous ``(w, h)`` uint8 0/1 array.
 
+    That is the transpose of the ``(h, w)`` mask, the order COCO's runs are in,
+    so decoding writes each run as one slice and needs no transpose; the
+    ``transposed=True`` paths of :mod:`persistbench.sphere` take it as it is.
+    """
     problem = check_rle(rle)
     if problem:
         raise ValueError(problem)
-    with warnings.catch_warnings():  # pycocotools' own numpy-2 deprecation notice
-        warnings.simplefilter("ignore", DeprecationWarning)
-        m = coco.decode({"size": rle["size"], "counts": rle["counts"].encode("ascii")})
-    return np.ascontiguousarray(m)
+    h, w = rle["size"]
+    flat = np.zeros(h * w, np.uint8)
+    pos = 0
+    for i, run in enumerate(rle_counts(rle["counts"])):
+        if i % 2:  # odd runs are foreground
+            flat[pos : pos + run] = 1
+        pos += run
+    return flat.reshape(w, h)
+
+
+def mask_pixels(rle: dict) -> tuple[np.ndarray, np.ndarray]:
+    """``(rows, cols)`` of a COCO RLE mask's foreground pixels, straight from its runs (no full decode)."""
+    problem = check_rle(rle)
+    if problem:
+        raise ValueError(problem)
+    runs = np.asarray(rle_counts(rle["counts"]), np.int64)
+    ends = np.cumsum(runs)
+    starts, stops = (ends - runs)[1::2], ends[1::2]
+    lengths = stops - starts
+    # Column-major flat indices of every foreground pixel: each run's start plus 0 .. length - 1.
+    flat = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(lengths.sum())
+    h = rle["size"][0]
+    return flat % h, flat // h
+
+
+def decode_mask(rle: dict) -> np.ndarray:
+    """Decode a COCO RLE to a ``(h, w)`` uint8 mask of 0/1 (C-contiguous)."""
+    return np.ascontiguousarray(decode_mask_columns(rle).T)
 
 
 # ---------------------------------------------------------------- source fingerprint

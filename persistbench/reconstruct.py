@@ -25,7 +25,7 @@ import numpy as np
 from . import __version__, sphere
 from .errors import PersistbenchError
 from .layout import VIEWS, CaseId, CaseWriter, case_dir, mark_complete
-from .recipes import Recipe, decode_mask, fingerprint_distance
+from .recipes import Recipe, decode_mask_columns, fingerprint_distance, mask_pixels
 from .video import decode_with_pts, frames_at, probe
 
 IN_FLIGHT = 8  # frames being encoded/written at once
@@ -109,21 +109,21 @@ def _reconstruct(recipe: Recipe, frames: Iterable[np.ndarray], root: Path, frame
         for t, pano in zip(range(n), frames):
             if t in fp_frames:
                 _check_fingerprint(recipe, t, pano)
-            mask_e = decode_mask(recipe.masks[t])
+            mask_t = decode_mask_columns(recipe.masks[t])  # (W, H): the transposed mask
             pano_size = (pano.shape[1], pano.shape[0])
-            mask_size = (mask_e.shape[1], mask_e.shape[0])
+            mask_size = mask_t.shape
             for view in VIEWS:
                 r = rots[view][t]
                 maps = sphere.equirect_to_perspective_maps(r, k, size, pano_size)
                 rgb = sphere.remap_bilinear(pano, maps)
                 if mask_size != pano_size:
                     maps = sphere.equirect_to_perspective_maps(r, k, size, mask_size)
-                mask = sphere.remap_nearest(mask_e, maps)
+                mask = sphere.remap_nearest(mask_t, maps, transposed=True)
                 if view == "center":
                     vis1[t] = bool(mask.any())
                 pending.append(pool.submit(writer.write_frame, view, t, rgb))
                 pending.append(pool.submit(writer.write_mask, view, t, mask))
-            vis0[t] = sphere.visibility_fraction(mask_e, rots["view_0"][t], k, size)
+            vis0[t] = sphere.visibility_of_pixels(*mask_pixels(recipe.masks[t]), mask_size, rots["view_0"][t], k, size)
             count += 1
             while len(pending) > 4 * IN_FLIGHT:
                 pending.popleft().result()
@@ -136,7 +136,8 @@ def _reconstruct(recipe: Recipe, frames: Iterable[np.ndarray], root: Path, frame
         writer.write_camera(view, sphere.pose_from_rotation(rots[view]), k)
     w = recipe.window
     writer.write_visibility({
-        "view_0_visibility": vis0, "view_1_visibility": vis1, "mode": w["mode"],
+        # Rounded so that the bytes do not depend on the summation order of the platform's numpy.
+        "view_0_visibility": np.round(vis0, 9), "view_1_visibility": vis1, "mode": w["mode"],
         "window_ratio": float(w["window_ratio"]), "window_move_ratio": float(w["window_move_ratio"]),
     })  # fmt: skip
     writer.write_theta_phi({

@@ -23,6 +23,7 @@ Nothing here touches files.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from functools import lru_cache
 
 import numpy as np
@@ -44,6 +45,7 @@ __all__ = [
     "equirect_to_perspective",
     "perspective_to_equirect",
     "visibility_fraction",
+    "visibility_of_pixels",
 ]
 
 TWO_PI = 2.0 * np.pi
@@ -150,8 +152,12 @@ class PerspectiveMapper:
     The camera rays depend only on the intrinsics and the output size, so
     they are computed once; :meth:`maps` then costs a few vectorised passes
     per rotation, run over bands of rows small enough to stay in cache.
-    An instance reuses scratch buffers and is not thread-safe: use one per
-    thread.
+
+    Yaw only shifts equirectangular longitude, so the maps of
+    ``R_x(pitch) R_z(roll)`` are kept for the last few (pitch, roll) pairs
+    and a rotation that repeats one of them (a pan, a still camera) costs
+    one shift and wrap instead. An instance reuses scratch buffers and is
+    not thread-safe: use one per thread.
 
     Args:
         k: ``(3, 3)`` intrinsics of the perspective view.
@@ -160,6 +166,7 @@ class PerspectiveMapper:
     """
 
     band_rows = 32
+    cached_poses = 4
 
     def __init__(self, k: np.ndarray, size: tuple[int, int], pano_size: tuple[int, int]):
         self.width, self.height = (int(s) for s in size)
@@ -170,6 +177,7 @@ class PerspectiveMapper:
         # Normalised image coordinates of every pixel: the ray is (xn, yn, 1).
         self._xn, self._yn = (g.astype(np.float32) for g in np.meshgrid(xn, yn))
         self._buf = [np.empty((self.band_rows, self.width), np.float32) for _ in range(6)]
+        self._base: OrderedDict[tuple[float, float], tuple[np.ndarray, np.ndarray]] = OrderedDict()
 
     def _phase(self, ax: np.ndarray, ay: np.ndarray, norm: np.ndarray, scale: float, out: np.ndarray) -> None:
         """``atan2(ay, ax) * scale - 0.5`` into ``out``, the angle in ``[0, 2 pi)`` exact to float32.
@@ -201,6 +209,19 @@ class PerspectiveMapper:
             in ``[-0.5, pano_w - 0.5]`` (wrap it), ``map_y`` clamped to
             ``[0, pano_h - 1]``.
         """
+        yaw, pitch, roll = (float(a) for a in ypr_from_rotation(r))
+        key = (pitch, roll)
+        base = self._base.pop(key, None)
+        if base is None:
+            base = self._compute(rotation_from_ypr(0.0, pitch, roll))
+        self._base[key] = base  # most recent last
+        while len(self._base) > self.cached_poses:
+            self._base.popitem(last=False)
+        map_x = np.add(base[0], np.float32((yaw % TWO_PI) * self.pano_w / TWO_PI))
+        np.subtract(map_x, np.float32(self.pano_w), out=map_x, where=map_x >= np.float32(self.pano_w - 0.5))
+        return map_x, base[1].copy()
+
+    def _compute(self, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         import cv2
 
         neg_r = -np.asarray(r, np.float64)
@@ -252,11 +273,17 @@ def remap_bilinear(pano: np.ndarray, maps: tuple[np.ndarray, np.ndarray]) -> np.
     return cv2.remap(pano, maps[0], maps[1], cv2.INTER_LINEAR, borderMode=cv2.BORDER_WRAP)
 
 
-def remap_nearest(mask: np.ndarray, maps: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
-    """Sample ``mask`` ``(H, W)`` at ``maps`` with nearest neighbour (same wrap/clamp)."""
+def remap_nearest(mask: np.ndarray, maps: tuple[np.ndarray, np.ndarray], transposed: bool = False) -> np.ndarray:
+    """Sample ``mask`` ``(H, W)`` at ``maps`` with nearest neighbour (same wrap/clamp).
+
+    With ``transposed``, ``mask`` is given as its ``(W, H)`` transpose (COCO's
+    column-major layout, see :func:`persistbench.recipes.decode_mask_columns`);
+    the maps swap roles and the result is the same.
+    """
     import cv2
 
-    return cv2.remap(mask, maps[0], maps[1], cv2.INTER_NEAREST, borderMode=cv2.BORDER_WRAP)
+    map_x, map_y = (maps[1], maps[0]) if transposed else maps
+    return cv2.remap(mask, map_x, map_y, cv2.INTER_NEAREST, borderMode=cv2.BORDER_WRAP)
 
 
 def equirect_to_perspective(pano: np.ndarray, r: np.ndarray, k: np.ndarray, size: tuple[int, int]) -> np.ndarray:
@@ -333,22 +360,45 @@ def perspective_to_equirect(
     return canvas, covered
 
 
-def visibility_fraction(mask: np.ndarray, r: np.ndarray, k: np.ndarray, size: tuple[int, int]) -> float:
+def visibility_fraction(
+    mask: np.ndarray, r: np.ndarray, k: np.ndarray, size: tuple[int, int], transposed: bool = False
+) -> float:
     """Fraction of an object's solid angle that a perspective view sees.
 
     Args:
-        mask: ``(pano_h, pano_w)`` equirectangular object mask (nonzero = object).
+        mask: ``(pano_h, pano_w)`` equirectangular object mask (nonzero = object),
+            or with ``transposed`` its ``(pano_w, pano_h)`` transpose.
         r: ``(3, 3)`` camera-to-world rotation; ``k``: ``(3, 3)`` intrinsics.
         size: ``(width, height)`` of the view.
     Returns:
-        Sum of ``cos(lat)`` over mask pixels whose centre direction projects
-        inside the image with ``z > 0``, divided by the sum over all mask
-        pixels; a float in ``[0, 1]`` (0.0 for an empty mask).
+        See :func:`visibility_of_pixels`.
     """
-    pano_h, pano_w = mask.shape[:2]
-    rows, cols = np.nonzero(mask)
-    if rows.size == 0:
+    import cv2
+
+    points = cv2.findNonZero(np.ascontiguousarray(mask, dtype=np.uint8))
+    points = np.zeros((0, 2), np.int32) if points is None else points.reshape(-1, 2)  # (column, row) of the array
+    a, b = points[:, 0], points[:, 1]
+    rows, cols = (a, b) if transposed else (b, a)
+    pano_h, pano_w = mask.shape[::-1] if transposed else mask.shape
+    return visibility_of_pixels(rows, cols, (pano_w, pano_h), r, k, size)
+
+
+def visibility_of_pixels(
+    rows: np.ndarray, cols: np.ndarray, pano_size: tuple[int, int], r: np.ndarray, k: np.ndarray, size: tuple[int, int]
+) -> float:
+    """Visibility fraction of the object made of equirectangular pixels ``(rows, cols)``.
+
+    Args:
+        rows, cols: ``(N,)`` pixel indices of the object in a ``pano_size`` = ``(pano_w, pano_h)`` panorama.
+        r: ``(3, 3)`` camera-to-world rotation; ``k``: ``(3, 3)`` intrinsics; ``size``: ``(width, height)``.
+    Returns:
+        Sum of ``cos(lat)`` over the pixels whose centre direction projects
+        inside the image with ``z > 0``, divided by the sum over all of them;
+        a float in ``[0, 1]`` (0.0 for no pixels).
+    """
+    if len(rows) == 0:
         return 0.0
+    pano_w, pano_h = pano_size
     weight = _pano_trig(pano_w, pano_h)[3][rows]
     cx, cy, cz = _camera_coords(r, pano_w, pano_h, rows, cols)
     k = np.asarray(k, np.float64)

@@ -10,6 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
+from pycocotools import mask as coco
+
 from persistbench import recipes
 from persistbench.errors import PersistbenchError
 
@@ -99,12 +101,20 @@ def runs_of(mask):
 
 @given(arrays(np.uint8, st.tuples(st.integers(1, 24), st.integers(1, 24)), elements=st.integers(0, 1)))
 @settings(max_examples=300, deadline=None)
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # pycocotools' decode under numpy 2
 def test_rle_round_trip(mask):
     rle = recipes.encode_mask(mask)
     assert rle["size"] == list(mask.shape)
     assert recipes.check_rle(rle) is None
     assert recipes.rle_counts(rle["counts"]) == runs_of(mask)
     np.testing.assert_array_equal(recipes.decode_mask(rle), mask)
+    np.testing.assert_array_equal(recipes.decode_mask_columns(rle), mask.T)
+    rows, cols = recipes.mask_pixels(rle)
+    want_rows, want_cols = np.nonzero(mask.T)[::-1]  # column-major order, as the runs list them
+    np.testing.assert_array_equal(rows, want_rows)
+    np.testing.assert_array_equal(cols, want_cols)
+    reference = coco.decode({"size": rle["size"], "counts": rle["counts"].encode()})  # pycocotools' decoder
+    np.testing.assert_array_equal(recipes.decode_mask(rle), reference)
 
 
 @given(st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126), max_size=12))

@@ -128,6 +128,17 @@ def test_reprojection_lands_within_a_hundredth_of_a_pixel(ypr):
     assert err.max() < 0.01, f"max error {err.max():.4f} px"
 
 
+def test_pan_reuses_maps_and_stays_exact():
+    """Poses that share pitch and roll reuse one set of base maps, shifted in longitude."""
+    pano = direction_pano(PANO)
+    mapper = sphere.PerspectiveMapper(K, VIEW, PANO)
+    for yaw in (-3.1, -1.0, 0.0, 0.5, np.pi, 3.0):
+        r = sphere.rotation_from_ypr(yaw, 0.3, 0.1)
+        out = sphere.remap_bilinear(pano, mapper.maps(r))
+        assert pixel_error(out, r, K, VIEW).max() < 0.01
+    assert len(mapper._base) == 1
+
+
 def test_uint8_path_matches_float_path():
     rng = np.random.default_rng(1)
     import cv2
@@ -149,6 +160,18 @@ def test_mask_remap_is_nearest_neighbour():
     y = np.floor(maps[1] + 0.5).astype(int)
     exact_tie = (np.abs(maps[0] % 1 - 0.5) < 1e-3) | (np.abs(maps[1] % 1 - 0.5) < 1e-3)
     assert (out == mask[y, x])[~exact_tie].all()
+
+
+def test_transposed_mask_paths_agree():
+    """COCO's column-major (W, H) layout gives the same reprojection and visibility."""
+    rng = np.random.default_rng(3)
+    mask = (rng.random((PANO[1], PANO[0])) > 0.7).astype(np.uint8)
+    for ypr in [(np.pi, 0.0, 0.0), (-1.0, 1.4, 0.3), (2.0, -1.5, 0.0)]:
+        r = sphere.rotation_from_ypr(*ypr)
+        maps = sphere.equirect_to_perspective_maps(r, K, VIEW, PANO)
+        np.testing.assert_array_equal(sphere.remap_nearest(mask.T.copy(), maps, transposed=True), sphere.remap_nearest(mask, maps))
+        got = sphere.visibility_fraction(mask.T.copy(), r, K, VIEW, transposed=True)
+        assert got == pytest.approx(sphere.visibility_fraction(mask, r, K, VIEW), rel=1e-12)  # summation order
 
 
 @pytest.mark.parametrize("ypr", [(0.4, 0.2, 0.0), (-2.0, -0.5, 0.3), (3.0, 0.9, -0.7), (1.0, -1.3, 0.0)])
