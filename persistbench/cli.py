@@ -127,10 +127,10 @@ def download(recipes, output, cache, limit, subset, workers, shard, frame_format
         click.echo(f"using the bundled sample recipes (no --recipes given): {source.path}")
     src_opts = SourceOptions(cache=Path(cache), sources_dir=Path(sources_dir) if sources_dir else None,
                              retries=retries, cookies=cookies, proxy=proxy, progress=not no_progress and workers == 1)  # fmt: skip
-    opts = DownloadOptions(output=Path(output), cache=Path(cache), limit=limit, subset=subset, workers=workers,
+    opts = DownloadOptions(output=Path(output), sources=src_opts, limit=limit, subset=subset, workers=workers,
                            shard=Shard.parse(shard) if shard else None, frame_format=frame_format,
                            download_only=download_only, accept_changed_sources=accept_changed_sources,
-                           sources=src_opts, progress=not no_progress)  # fmt: skip
+                           progress=not no_progress)  # fmt: skip
     if dry_run:
         selected = plan(source.path, opts)
         for r in selected:

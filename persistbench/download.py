@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import os
 import tempfile
 import urllib.error
 import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
@@ -79,8 +78,10 @@ def _hf_recipes(spec: str, cache: Path) -> RecipeSource:
 
 @dataclass(frozen=True)
 class DownloadOptions:
+    """What :func:`download` does; ``sources`` says where clips come from (and the cache)."""
+
     output: Path
-    cache: Path
+    sources: SourceOptions
     limit: int | None = None
     subset: str | None = None
     workers: int = 1
@@ -88,7 +89,6 @@ class DownloadOptions:
     frame_format: str = "png"
     download_only: bool = False
     accept_changed_sources: bool = False
-    sources: SourceOptions = field(default=None)  # type: ignore[assignment]
     progress: bool = True
 
 
@@ -135,7 +135,7 @@ def download(source: RecipeSource, opts: DownloadOptions) -> list[runner.Outcome
         write_json(opts.output / RECIPES_PROVENANCE, {"recipes": source.spec, "revision": source.revision,
                                                       "sha256": sha256_file(source.path)})  # fmt: skip
     done = {} if opts.download_only else complete_cases(opts.output)
-    state = (opts.output if not opts.download_only else opts.cache) / STATE_DIR
+    state = (opts.output if not opts.download_only else opts.sources.cache) / STATE_DIR
     job = runner.Job(functools.partial(_download_case, opts=opts), state)
     return runner.run(
         recipes,
@@ -146,8 +146,3 @@ def download(source: RecipeSource, opts: DownloadOptions) -> list[runner.Outcome
         desc="download" if opts.download_only else "reconstruct",
         progress=opts.progress,
     )
-
-
-def default_cache() -> Path:
-    """``$PERSISTBENCH_CACHE`` or ``./cache/youtube``."""
-    return Path(os.environ.get("PERSISTBENCH_CACHE", "cache/youtube"))

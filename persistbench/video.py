@@ -12,7 +12,6 @@ import queue
 import re
 import subprocess
 import threading
-import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -61,31 +60,8 @@ def probe(path: str | os.PathLike) -> dict:
 
 def read_frames(path: str | os.PathLike) -> Iterator[np.ndarray]:
     """Decode every frame of a video as RGB uint8 ``(H, W, 3)``, in presentation order."""
-    info = probe(path)
-    shape = (info["height"], info["width"], 3)
-    cmd = [ffmpeg_exe(), "-nostdin", "-v", "error", "-i", str(path), "-map", "0:v:0", "-f", "rawvideo",
-           "-pix_fmt", "rgb24", "-fps_mode", "passthrough", "-"]  # fmt: skip
-    errlog = tempfile.TemporaryFile()  # a file, not a pipe: a chatty ffmpeg cannot block
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=errlog)
-    size = shape[0] * shape[1] * 3
-    finished = False
-    try:
-        while True:
-            buf = proc.stdout.read(size)
-            if len(buf) < size:
-                finished = True
-                break
-            yield np.frombuffer(buf, np.uint8).reshape(shape)
-    finally:
-        if not finished:  # the consumer stopped early
-            proc.kill()
-        proc.stdout.close()
-        code = proc.wait()
-        errlog.seek(0)
-        err = errlog.read().decode(errors="replace").strip()
-        errlog.close()
-    if code != 0 or err:
-        raise PersistbenchError(f"{path}: decoding failed: {err.splitlines()[-1] if err else f'ffmpeg exit {code}'}")
+    for _, frame in decode_with_pts(path, threads=0):
+        yield frame
 
 
 _SHOWINFO_RE = re.compile(rb"\bn:\s*\d+\s+pts:\s*-?\d+\s+pts_time:(-?[0-9.eE+-]+)")
@@ -106,6 +82,9 @@ def decode_with_pts(
 
     Yields:
         ``(pts_seconds, frame)`` with ``frame`` RGB uint8 ``(H, W, 3)``.
+    Raises:
+        PersistbenchError: naming the file, when ffmpeg fails or reports a
+        decode error (damaged frames are never passed on).
     """
     info = probe(path)
     shape = (info["height"], info["width"], 3)
@@ -148,9 +127,9 @@ def decode_with_pts(
         code = proc.wait()
         reader.join()
         proc.stderr.close()
-    if code != 0:
-        last = [x.decode(errors="replace").strip() for x in log if b"rror" in x or b"nvalid" in x]
-        raise PersistbenchError(f"{path}: decoding failed: {last[-1] if last else f'ffmpeg exit {code}'}")
+    errors = [x.decode(errors="replace").strip() for x in log if b"rror" in x or b"nvalid" in x]
+    if code != 0 or errors:  # a decode error means damaged frames: never pass them on
+        raise PersistbenchError(f"{path}: decoding failed: {errors[-1] if errors else f'ffmpeg exit {code}'}")
 
 
 def frames_at(

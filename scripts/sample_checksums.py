@@ -22,7 +22,7 @@ KEPT = ("/masks/", "camera_params.npy", "visibility_dict.npy", "theta_phi_values
 
 def sample_checksums(output: Path, cache: Path) -> dict[str, str]:
     """Reconstruct the bundled sample into ``output``; return {relative path: sha256} of the kept files."""
-    opts = DownloadOptions(output=output, cache=cache, sources=SourceOptions(cache=cache), progress=False)
+    opts = DownloadOptions(output=output, sources=SourceOptions(cache=cache), progress=False)
     outcomes = download(resolve_recipes(None, cache), opts)
     failed = [o for o in outcomes if o.status == "failed"]
     if failed:
