@@ -307,12 +307,13 @@ def load_npy(path: str | os.PathLike) -> Any:
 
 
 def save_npy_dict(path: str | os.PathLike, data: dict) -> str:
-    """Write a dictionary as the public format reads it (``np.load(allow_pickle=True).item()``).
+    """Write a dictionary in the public format: a pickled 0-d object array, as the public
+    toolkit's ``np.load(..., allow_pickle=...).item()`` reads it.
 
     Returns the sha256 of the bytes written.
     """
     buf = io.BytesIO()
-    np.save(buf, np.array(data, dtype=object), allow_pickle=True)
+    np.save(buf, np.array(data, dtype=object), allow_pickle=True)  # safe: writing our own data; reads use load_npy
     return write_bytes(path, buf.getvalue())
 
 

@@ -271,6 +271,7 @@ def test_unwritable_output_directory(local_synth, tmp_path):
 
 
 def test_youtube_needs_a_js_runtime(local_synth, tmp_path):
+    """The check runs before any request: the YouTube URL below is never contacted."""
     lines = (local_synth / "recipes.jsonl").read_text().splitlines()
     yt = one_recipe(lines, 0, url="https://www.youtube.com/watch?v=dQw4w9WgXcQ")
     (tmp_path / "r.jsonl").write_text(yt + "\n")
