@@ -28,7 +28,7 @@ from .layout import VIEWS, CaseId, CaseWriter, case_dir, mark_complete
 from .recipes import Recipe, decode_mask_columns, fingerprint_distance, mask_pixels
 from .video import decode_with_pts, frames_at, probe
 
-IN_FLIGHT = 8  # frames being encoded/written at once
+IN_FLIGHT = 4  # decoded frames waiting for or in rendering at once (bounds memory)
 
 
 class SourceChanged(PersistbenchError):
@@ -103,32 +103,48 @@ def _reconstruct(recipe: Recipe, frames: Iterable[np.ndarray], root: Path, frame
     vis0 = np.zeros(n, np.float64)
     vis1 = np.zeros(n, bool)
     fp_frames = set(recipe.fingerprint["frames"]) if not accept else set()
-    pending: deque[Future] = deque()
+    # One thread per view renders and writes that view's frames in order, with
+    # its own mappers (they are not thread-safe, and keep per-view pose caches).
+    mappers: dict[tuple[str, tuple[int, int]], sphere.PerspectiveMapper] = {}
+
+    def render(view: str, t: int, pano: np.ndarray, mask_t: np.ndarray) -> bool:
+        r = rots[view][t]
+        pano_size, mask_size = (pano.shape[1], pano.shape[0]), mask_t.shape
+        maps = {}
+        for sz in {pano_size, mask_size}:
+            if (view, sz) not in mappers:
+                mappers[view, sz] = sphere.PerspectiveMapper(k, size, sz)
+            maps[sz] = mappers[view, sz].maps(r)
+        mask = sphere.remap_nearest(mask_t, maps[mask_size], transposed=True)
+        writer.write_frame(view, t, sphere.remap_bilinear(pano, maps[pano_size]))
+        writer.write_mask(view, t, mask)
+        return bool(mask.any())
+
+    pools = {view: ThreadPoolExecutor(max_workers=1) for view in VIEWS}
+    pending: deque[tuple[int, str, Future]] = deque()
+
+    def collect(limit: int) -> None:
+        while len(pending) > limit:
+            i, view, f = pending.popleft()
+            seen = f.result()
+            if view == "center":
+                vis1[i] = seen
+
     count = 0
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    try:
         for t, pano in zip(range(n), frames):
             if t in fp_frames:
                 _check_fingerprint(recipe, t, pano)
             mask_t = decode_mask_columns(recipe.masks[t])  # (W, H): the transposed mask
-            pano_size = (pano.shape[1], pano.shape[0])
-            mask_size = mask_t.shape
             for view in VIEWS:
-                r = rots[view][t]
-                maps = sphere.equirect_to_perspective_maps(r, k, size, pano_size)
-                rgb = sphere.remap_bilinear(pano, maps)
-                if mask_size != pano_size:
-                    maps = sphere.equirect_to_perspective_maps(r, k, size, mask_size)
-                mask = sphere.remap_nearest(mask_t, maps, transposed=True)
-                if view == "center":
-                    vis1[t] = bool(mask.any())
-                pending.append(pool.submit(writer.write_frame, view, t, rgb))
-                pending.append(pool.submit(writer.write_mask, view, t, mask))
-            vis0[t] = sphere.visibility_of_pixels(*mask_pixels(recipe.masks[t]), mask_size, rots["view_0"][t], k, size)
+                pending.append((t, view, pools[view].submit(render, view, t, pano, mask_t)))
+            vis0[t] = sphere.visibility_of_pixels(*mask_pixels(recipe.masks[t]), mask_t.shape, rots["view_0"][t], k, size)
             count += 1
-            while len(pending) > 4 * IN_FLIGHT:
-                pending.popleft().result()
-        for f in pending:
-            f.result()
+            collect(len(VIEWS) * IN_FLIGHT)
+        collect(0)
+    finally:
+        for pool in pools.values():
+            pool.shutdown(cancel_futures=True)
     if count < n:
         raise PersistbenchError(f"{recipe.case_id}: source gave {count} frames, the recipe needs {n}")
 

@@ -146,6 +146,20 @@ def lonlat_from_equirect_xy(x, y, pano_w: int, pano_h: int) -> tuple[np.ndarray,
     return lon, lat
 
 
+def _aligned_empty(shape: tuple[int, ...], dtype=np.float32, align: int = 64) -> np.ndarray:
+    """An uninitialised array whose data starts on an ``align``-byte boundary.
+
+    OpenCV's vectorised kernels handle unaligned heads with scalar code that
+    can round differently in the last bit, so buffers are aligned to keep
+    the maps a function of the pose alone, wherever the allocator puts them.
+    """
+    dtype = np.dtype(dtype)
+    n = int(np.prod(shape)) * dtype.itemsize
+    raw = np.empty(n + align, np.uint8)
+    offset = (-raw.ctypes.data) % align
+    return raw[offset : offset + n].view(dtype).reshape(shape)
+
+
 class PerspectiveMapper:
     """Equirectangular -> perspective remap maps for one camera size.
 
@@ -153,10 +167,9 @@ class PerspectiveMapper:
     they are computed once; :meth:`maps` then costs a few vectorised passes
     per rotation, run over bands of rows small enough to stay in cache.
 
-    Yaw only shifts equirectangular longitude, so the maps of
-    ``R_x(pitch) R_z(roll)`` are kept for the last few (pitch, roll) pairs
-    and a rotation that repeats one of them (a pan, a still camera) costs
-    one shift and wrap instead. An instance reuses scratch buffers and is
+    Yaw only shifts equirectangular longitude, so the maps of the last few
+    (pitch, roll) pairs are kept, and a rotation that repeats one of them (a
+    pan, a still camera) costs one shift and wrap instead. An instance reuses scratch buffers and is
     not thread-safe: use one per thread.
 
     Args:
@@ -175,8 +188,10 @@ class PerspectiveMapper:
         xn = (np.arange(self.width) + 0.5 - k[0, 2]) / k[0, 0]
         yn = (np.arange(self.height) + 0.5 - k[1, 2]) / k[1, 1]
         # Normalised image coordinates of every pixel: the ray is (xn, yn, 1).
-        self._xn, self._yn = (g.astype(np.float32) for g in np.meshgrid(xn, yn))
-        self._buf = [np.empty((self.band_rows, self.width), np.float32) for _ in range(6)]
+        self._xn, self._yn = (_aligned_empty((self.height, self.width)) for _ in range(2))
+        self._xn[:], self._yn[:] = np.meshgrid(xn, yn)
+        self._buf = [_aligned_empty((self.band_rows, self.width)) for _ in range(6)]
+        # (pitch, roll) -> maps at yaw 0 of the last rotations seen.
         self._base: OrderedDict[tuple[float, float], tuple[np.ndarray, np.ndarray]] = OrderedDict()
 
     def _phase(self, ax: np.ndarray, ay: np.ndarray, norm: np.ndarray, scale: float, out: np.ndarray) -> None:
@@ -204,29 +219,34 @@ class PerspectiveMapper:
         """Remap maps for camera-to-world rotation ``r`` ``(3, 3)``.
 
         Returns:
-            ``(map_x, map_y)``, each a new ``(h, w)`` float32 array of
-            equirectangular coordinates in OpenCV's remap convention; ``map_x``
-            in ``[-0.5, pano_w - 0.5]`` (wrap it), ``map_y`` clamped to
+            ``(map_x, map_y)``, each a read-only ``(h, w)`` float32 array of
+            equirectangular coordinates in OpenCV's remap convention (they may
+            be shared with the mapper's cache); ``map_x`` in
+            ``[-0.5, pano_w - 0.5]`` (wrap it), ``map_y`` clamped to
             ``[0, pano_h - 1]``.
         """
         yaw, pitch, roll = (float(a) for a in ypr_from_rotation(r))
         key = (pitch, roll)
         base = self._base.pop(key, None)
         if base is None:
+            # Always shift from yaw 0, so the maps of a pose never depend on which poses came before.
             base = self._compute(rotation_from_ypr(0.0, pitch, roll))
+            for m in base:
+                m.flags.writeable = False
         self._base[key] = base  # most recent last
         while len(self._base) > self.cached_poses:
             self._base.popitem(last=False)
-        map_x = np.add(base[0], np.float32((yaw % TWO_PI) * self.pano_w / TWO_PI))
+        map_x = np.add(base[0], np.float32(yaw % TWO_PI * self.pano_w / TWO_PI))
         np.subtract(map_x, np.float32(self.pano_w), out=map_x, where=map_x >= np.float32(self.pano_w - 0.5))
-        return map_x, base[1].copy()
+        map_x.flags.writeable = False
+        return map_x, base[1]
 
     def _compute(self, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         import cv2
 
         neg_r = -np.asarray(r, np.float64)
-        map_x = np.empty((self.height, self.width), np.float32)
-        map_y = np.empty((self.height, self.width), np.float32)
+        map_x = _aligned_empty((self.height, self.width))
+        map_y = _aligned_empty((self.height, self.width))
         for y0 in range(0, self.height, self.band_rows):
             band = slice(y0, y0 + self.band_rows)
             xn, yn = self._xn[band], self._yn[band]

@@ -75,7 +75,7 @@ class Scene:
 def _tangent(c: np.ndarray, heading: float) -> np.ndarray:
     """Unit tangent at ``c`` pointing ``heading`` radians from east towards north."""
     east = np.cross([0.0, -1.0, 0.0], c)  # up x c
-    east /= np.linalg.norm(east)
+    east /= np.sqrt(np.sum(east * east))  # not linalg.norm: BLAS may round differently run to run
     north = np.cross(c, east)
     return np.cos(heading) * east + np.sin(heading) * north
 
@@ -137,7 +137,8 @@ def analytic_visibility(
     e2 = np.cross(center, e1)
     d = (np.cos(rho)[:, None, None] * center
          + np.sin(rho)[:, None, None] * (np.cos(psi)[None, :, None] * e1 + np.sin(psi)[None, :, None] * e2))  # fmt: skip
-    cam = d @ np.asarray(r)  # R^T d for row vectors
+    r = np.asarray(r)
+    cam = np.stack([_dot(d, r[:, i]) for i in range(3)], -1)  # R^T d
     w, h = size
     z = np.where(cam[..., 2] > 0, cam[..., 2], 1.0)
     u = cam[..., 0] / z * k[0, 0] + k[0, 2]
@@ -148,6 +149,14 @@ def analytic_visibility(
 
 
 # ---------------------------------------------------------------- rendering
+
+
+def _dot(d: np.ndarray, v) -> np.ndarray:
+    """``d . v`` over the last axis, written out: BLAS matrix products may round
+    differently with memory alignment or thread count, and synth must be
+    byte-reproducible."""
+    v = np.asarray(v, d.dtype)
+    return d[..., 0] * v[0] + d[..., 1] * v[1] + d[..., 2] * v[2]
 
 
 def _pano_directions(pano_size: tuple[int, int]) -> np.ndarray:
@@ -177,7 +186,7 @@ def render_background(pano_size: tuple[int, int], rng: np.random.Generator) -> n
     for _ in range(12):
         c = sphere.direction_from_lonlat(rng.uniform(-np.pi, np.pi), rng.uniform(-1.2, 1.2))
         rad = np.deg2rad(rng.uniform(4, 9))
-        ang = np.arccos(np.clip(dirs @ c, -1, 1))
+        ang = np.arccos(np.clip(_dot(dirs, c), -1, 1))
         color = rng.integers(30, 255, 3)
         img[ang < rad] = color
         img[(ang < rad) & (ang > 0.7 * rad)] = 255 - color
@@ -186,7 +195,7 @@ def render_background(pano_size: tuple[int, int], rng: np.random.Generator) -> n
 
 def object_mask(dirs: np.ndarray, center: np.ndarray, radius: float) -> np.ndarray:
     """Exact equirectangular mask ``(H, W)`` bool: pixel centres within ``radius`` of ``center``."""
-    return dirs @ center.astype(np.float32) >= np.float32(np.cos(radius))
+    return _dot(dirs, center) >= np.float32(np.cos(radius))
 
 
 def render_frame(background: np.ndarray, dirs: np.ndarray, scene: Scene, t: int) -> tuple[np.ndarray, np.ndarray]:
@@ -197,7 +206,7 @@ def render_frame(background: np.ndarray, dirs: np.ndarray, scene: Scene, t: int)
     d = dirs[mask].astype(np.float64)
     e1 = _tangent(c, 0.0)
     e2 = np.cross(c, e1)
-    a, b = d @ e1 / scene.radius, d @ e2 / scene.radius
+    a, b = _dot(d, e1) / scene.radius, _dot(d, e2) / scene.radius
     checker = (np.floor(a * 3 + scene.texture_phase) + np.floor(b * 3)) % 2
     tex = np.where(checker[:, None] > 0, [235, 45, 40], [250, 215, 35]).astype(np.float64)
     tex[np.hypot(a, b) > 0.85] = [40, 20, 90]

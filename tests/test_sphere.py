@@ -139,6 +139,18 @@ def test_pan_reuses_maps_and_stays_exact():
     assert len(mapper._base) == 1
 
 
+def test_maps_do_not_depend_on_history():
+    """A pose gives the same maps whether its (pitch, roll) was cached by another pose or not."""
+    poses = [(0.3, 0.2, 0.1), (1.7, 0.2, 0.1), (-2.0, -0.4, 0.0)]
+    warm = sphere.PerspectiveMapper(K, VIEW, PANO)
+    for p in poses:
+        warm.maps(sphere.rotation_from_ypr(*p))
+    for p in poses:
+        fresh = sphere.PerspectiveMapper(K, VIEW, PANO).maps(sphere.rotation_from_ypr(*p))
+        for a, b in zip(warm.maps(sphere.rotation_from_ypr(*p)), fresh):
+            assert np.array_equal(a, b)
+
+
 def test_uint8_path_matches_float_path():
     rng = np.random.default_rng(1)
     import cv2
