@@ -52,16 +52,6 @@ def make_poses(n: int) -> np.ndarray:
     return np.stack([yaw, pitch, roll], 1)
 
 
-def per_frame(fn, poses) -> list[float]:
-    fn(poses[0])  # warm-up
-    times = []
-    for p in poses:
-        t = time.perf_counter()
-        fn(p)
-        times.append(time.perf_counter() - t)
-    return times
-
-
 def bench_ffmpeg(pano: np.ndarray, poses: np.ndarray) -> float:
     """Seconds per frame of the v360 filter alone (pipeline with -vf null subtracted)."""
     n = len(poses)
@@ -110,40 +100,50 @@ def max_map_error(poses: np.ndarray) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--frames", type=int, default=40)
+    ap.add_argument("--frames", type=int, default=80)
     args = ap.parse_args()
     cv2.setNumThreads(1)
     pano = make_pano()
     poses = make_poses(args.frames)
     k = sphere.intrinsics_from_fov(np.deg2rad(HFOV), *VIEW)
     mapper = sphere.PerspectiveMapper(k, VIEW, PANO)
-    mapper.cached_poses = 0  # the main rows must not benefit from repeated poses
+    mapper.cached_poses = 0  # the main rows must not benefit from repeated poses (there are none anyway)
     vfov = np.rad2deg(2 * np.arctan(np.tan(np.deg2rad(HFOV) / 2) * VIEW[1] / VIEW[0]))
-    rows: dict[str, float] = {}
-
-    rows["ours (maps + remap)"] = statistics.median(
-        per_frame(lambda p: sphere.remap_bilinear(pano, mapper.maps(sphere.rotation_from_ypr(*p))), poses))
-    rows["  ours: maps only"] = statistics.median(per_frame(lambda p: mapper.maps(sphere.rotation_from_ypr(*p)), poses))
     pan = poses.copy()
     pan[:, 1:] = pan[0, 1:]  # a pan: yaw changes, pitch and roll stay (maps shifted, not recomputed)
-    mapper.cached_poses = 4
-    rows["ours, pan (pitch/roll fixed)"] = statistics.median(
-        per_frame(lambda p: sphere.remap_bilinear(pano, mapper.maps(sphere.rotation_from_ypr(*p))), pan))
+    pan_mapper = sphere.PerspectiveMapper(k, VIEW, PANO)
     maps = [mapper.maps(sphere.rotation_from_ypr(*p)) for p in poses]
-    it = iter(range(10**9))
-    rows["cv2.remap, precomputed maps (limit)"] = statistics.median(
-        per_frame(lambda p: sphere.remap_bilinear(pano, maps[next(it) % len(maps)]), poses))
+
+    def e2p(p):
+        yaw, pitch, roll = (float(a) for a in np.rad2deg(p))
+        return py360convert.e2p(pano, (HFOV, vfov), yaw, pitch, (VIEW[1], VIEW[0]), in_rot_deg=roll)
+
     try:
         import py360convert
-
-        few = poses[: max(4, len(poses) // 4)]
-        def e2p(p):
-            yaw, pitch, roll = (float(a) for a in np.rad2deg(p))
-            return py360convert.e2p(pano, (HFOV, vfov), yaw, pitch, (VIEW[1], VIEW[0]), in_rot_deg=roll)
-
-        rows["py360convert e2p"] = statistics.median(per_frame(e2p, few))
     except ImportError:
+        py360convert = None
         print("py360convert not installed: pip install py360convert")
+    methods = {
+        "ours (maps + remap)": lambda i: sphere.remap_bilinear(pano, mapper.maps(sphere.rotation_from_ypr(*poses[i]))),
+        "  ours: maps only": lambda i: mapper.maps(sphere.rotation_from_ypr(*poses[i])),
+        "ours, pan (pitch/roll fixed)": lambda i: sphere.remap_bilinear(
+            pano, pan_mapper.maps(sphere.rotation_from_ypr(*pan[i]))),
+        "cv2.remap, precomputed maps (limit)": lambda i: sphere.remap_bilinear(pano, maps[i]),
+    }
+    if py360convert is not None:
+        methods["py360convert e2p"] = lambda i: e2p(poses[i])
+    # Round robin, frame by frame, so that the machine's drift hits every method alike.
+    times: dict[str, list[float]] = {name: [] for name in methods}
+    for name, fn in methods.items():
+        fn(0)  # warm-up
+    for i in range(len(poses)):
+        for name, fn in methods.items():
+            if name.startswith("py360") and i % 4:
+                continue  # 20x slower: a quarter of the frames is plenty
+            t = time.perf_counter()
+            fn(i)
+            times[name].append(time.perf_counter() - t)
+    rows = {name: statistics.median(ts) for name, ts in times.items()}
     rows["ffmpeg v360 (filter only)"] = bench_ffmpeg(pano, poses)
 
     ours = rows["ours (maps + remap)"]
