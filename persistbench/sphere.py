@@ -180,11 +180,26 @@ class PerspectiveMapper:
 
     band_rows = 32
     cached_poses = 4
+    # Half-resolution maps are used when their estimated interpolation error, in
+    # view pixels and doubled for safety, stays below this (the promise is 0.01).
+    coarse_tolerance = 0.01
 
-    def __init__(self, k: np.ndarray, size: tuple[int, int], pano_size: tuple[int, int]):
+    def __init__(self, k: np.ndarray, size: tuple[int, int], pano_size: tuple[int, int], coarse: bool = True):
         self.width, self.height = (int(s) for s in size)
         self.pano_w, self.pano_h = (int(s) for s in pano_size)
         k = np.asarray(k, np.float64)
+        self._coarse = None
+        if coarse and self.width % 2 == 0 and self.height % 2 == 0 and min(self.width, self.height) >= 64:
+            # Node j of the coarse grid sits at full-resolution coordinate 2j - 1 (one node
+            # beyond each border), so every pixel centre lies inside a coarse cell.
+            kc = np.array([[k[0, 0] / 2, 0, (k[0, 2] + 2) / 2], [0, k[1, 1] / 2, (k[1, 2] + 2) / 2], [0, 0, 1]])
+            self._coarse = PerspectiveMapper(kc, (self.width // 2 + 2, self.height // 2 + 2), pano_size, coarse=False)
+            # View pixels per equirect pixel where view pixels are smallest in angle (the
+            # corners): a pixel at radius r from the principal point spans 1 / (f (1 + r^2/f^2)).
+            corner2 = max((u - k[0, 2]) ** 2 + (v - k[1, 2]) ** 2 for u in (0, self.width) for v in (0, self.height))
+            f = min(k[0, 0], k[1, 1])
+            self._view_px_per_pano_px = (TWO_PI / self.pano_w) * f * (1 + corner2 / f**2)
+        self.stats = {"coarse": 0, "exact": 0}  # how maps were made, for benchmarks
         xn = (np.arange(self.width) + 0.5 - k[0, 2]) / k[0, 0]
         yn = (np.arange(self.height) + 0.5 - k[1, 2]) / k[1, 1]
         # Normalised image coordinates of every pixel: the ray is (xn, yn, 1).
@@ -242,6 +257,26 @@ class PerspectiveMapper:
         return map_x, base[1]
 
     def _compute(self, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Maps for ``r``: from the half-resolution grid where that is provably as exact, else directly.
+
+        Bilinear interpolation over a 2-pixel cell errs by about an eighth of
+        the coarse grid's largest second difference. Far from the poles and the
+        seam the maps are smooth and that is ~1e-3 equirect pixels; near them it
+        grows and the maps are computed at full resolution. The choice depends
+        on the pose alone, so outputs stay deterministic.
+        """
+        if self._coarse is not None:
+            cx, cy = self._coarse._exact(r)
+            error = max(_interpolation_error(cx), _interpolation_error(cy)) * self._view_px_per_pano_px
+            if 2 * error <= self.coarse_tolerance:
+                self.stats["coarse"] += 1
+                map_x, map_y = _upsample2(cx, self.width, self.height), _upsample2(cy, self.width, self.height)
+                np.clip(map_y, 0.0, self.pano_h - 1, out=map_y)
+                return map_x, map_y
+        self.stats["exact"] += 1
+        return self._exact(r)
+
+    def _exact(self, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         import cv2
 
         neg_r = -np.asarray(r, np.float64)
@@ -262,6 +297,45 @@ class PerspectiveMapper:
             self._phase(ny, horiz, norm, self.pano_h / np.pi, map_y[band])
         np.clip(map_y, 0.0, self.pano_h - 1, out=map_y)
         return map_x, map_y
+
+
+def _interpolation_error(c: np.ndarray) -> float:
+    """Estimated largest error of bilinear upsampling of grid ``c`` by 2: max |second difference| / 8."""
+    import cv2
+
+    k = np.array([[1, -2, 1]], np.float32)
+    dx = cv2.filter2D(c, -1, k)[:, 1:-1]
+    dy = cv2.filter2D(c, -1, k.T)[1:-1]
+    return max(cv2.minMaxLoc(np.abs(dx))[1], cv2.minMaxLoc(np.abs(dy))[1]) / 8
+
+
+def _upsample2(c: np.ndarray, w: int, h: int) -> np.ndarray:
+    """Bilinear upsampling by 2 of a ``(h/2 + 2, w/2 + 2)`` grid whose node j lies at
+    full-resolution coordinate 2j - 1.
+
+    Pixel centres fall at 1/4 and 3/4 of a coarse cell, so the weights are
+    exact in binary floating point. OpenCV's 2x resize of the inner nodes gives
+    every pixel but the outermost rows and columns, which need the nodes beyond
+    the border and are done here.
+    """
+    import cv2
+
+    out = _aligned_empty((h, w))
+    cv2.resize(c[1:-1, 1:-1], (w, h), dst=out, interpolation=cv2.INTER_LINEAR)
+    q, t3 = np.float32(0.25), np.float32(0.75)
+    edge = c[[0, 1, -2, -1]]
+    tmp = np.empty((4, w), np.float32)  # the two outer node rows at each end, upsampled along x
+    tmp[:, 0::2] = q * edge[:, :-2] + t3 * edge[:, 1:-1]
+    tmp[:, 1::2] = t3 * edge[:, 1:-1] + q * edge[:, 2:]
+    out[0] = q * tmp[0] + t3 * tmp[1]
+    out[-1] = t3 * tmp[2] + q * tmp[3]
+    rows = np.empty((h, 2), np.float32)  # the border columns, from the rows
+    for j, (a, b, wa, wb) in enumerate(((0, 1, q, t3), (-2, -1, t3, q))):
+        col = wa * c[:, a] + wb * c[:, b]
+        rows[0::2, j] = q * col[:-2] + t3 * col[1:-1]
+        rows[1::2, j] = t3 * col[1:-1] + q * col[2:]
+    out[:, 0], out[:, -1] = rows[:, 0], rows[:, 1]
+    return out
 
 
 @lru_cache(maxsize=16)

@@ -153,6 +153,8 @@ def main() -> None:
     for name, sec in rows.items():
         vs_py = f"{ref / sec:8.1f}x" if ref else "-"
         print(f"{name:40s} {sec * 1e3:9.2f} {1 / sec:9.1f} {ours / sec:7.2f}x {vs_py:>9s}")
+    print(f"our maps from the half-resolution grid (smooth poses) / full resolution: "
+          f"{mapper.stats['coarse']} / {mapper.stats['exact']}")
     err = max_map_error(poses)
     print(f"max error of our maps vs float64 geometry: {err:.5f} equirect px "
           f"({err * k[0, 0] * 2 * np.pi / PANO[0]:.5f} view px at the centre)")

@@ -139,6 +139,24 @@ def test_pan_reuses_maps_and_stays_exact():
     assert len(mapper._base) == 1
 
 
+def test_half_resolution_maps_stay_within_a_hundredth_of_a_pixel():
+    """Large views away from the poles get upsampled half-resolution maps: still within 0.01 px."""
+    pano_size, view = (3840, 1920), (1024, 768)
+    k = sphere.intrinsics_from_fov(np.deg2rad(90), *view)
+    pano = direction_pano(pano_size)
+    mapper = sphere.PerspectiveMapper(k, view, pano_size)
+    rng = np.random.default_rng(4)
+    for ypr in [(0.0, 0.0, 0.0), (np.pi, 0.1, 0.0), *rng.uniform([-np.pi, -0.4, -0.3], [np.pi, 0.4, 0.3], (4, 3))]:
+        r = sphere.rotation_from_ypr(*ypr)
+        out = sphere.remap_bilinear(pano, mapper.maps(r))
+        assert pixel_error(out, r, k, view).max() < 0.01
+    assert mapper.stats["coarse"] >= 4, mapper.stats
+    # Near a pole the estimate rejects the coarse grid and the maps are computed directly.
+    before = mapper.stats["exact"]
+    mapper.maps(sphere.rotation_from_ypr(0.3, 1.3, 0.0))
+    assert mapper.stats["exact"] == before + 1
+
+
 def test_maps_do_not_depend_on_history():
     """A pose gives the same maps whether its (pitch, roll) was cached by another pose or not."""
     poses = [(0.3, 0.2, 0.1), (1.7, 0.2, 0.1), (-2.0, -0.4, 0.0)]
