@@ -5,3 +5,14 @@ here; see DESIGN.md for the architecture and on-disk contracts.
 """
 
 __version__ = "0.1.0"
+
+__all__ = ["BaseModel", "ModelInput", "ModelOutput", "__version__"]
+
+
+def __getattr__(name: str):
+    # The model interface is imported on first use, so ``persistbench --help`` stays light.
+    if name in ("BaseModel", "ModelInput", "ModelOutput"):
+        from .models import base
+
+        return getattr(base, name)
+    raise AttributeError(f"module 'persistbench' has no attribute {name!r}")

@@ -147,6 +147,55 @@ def download(recipes, output, cache, limit, subset, workers, shard, frame_format
 
 
 @main.command()
+@click.option("--model", "model_spec", required=True,
+              help="hold | reproject | oracle | an entry point name | file.py:Class | module:Class | 'cmd:PROGRAM {input} {output}'")
+@click.option("--dataset", required=True, type=click.Path(file_okay=False, exists=True), help="Dataset root.")
+@click.option("--output", required=True, type=click.Path(file_okay=False), help="Run directory, e.g. runs/NAME.")
+@click.option("--model-config", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="JSON object of keyword arguments for the model's constructor.")
+@click.option("--device", default="cpu", show_default=True, help="Handed to the model.")
+@click.option("--limit", type=click.IntRange(1), default=None)
+@click.option("--subset", type=click.Choice(["dynamic", "static"]), default=None)
+@click.option("--shard", default=None, metavar="K/N")
+@click.option("--workers", type=click.IntRange(1), default=1, show_default=True, help="Cases in parallel processes (one model each).")
+@click.option("--resume", is_flag=True, help="Continue a run: cases without case.json are (re)done.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing run.")
+@click.option("--no-progress", is_flag=True)
+def infer(model_spec, dataset, output, model_config, device, limit, subset, shard, workers, resume, overwrite, no_progress) -> None:
+    """Run a model over the cases and write its predictions (runs/NAME/...).
+
+    \b
+    Examples:
+      persistbench infer --model reproject --dataset reconstructed --output runs/reproject
+      persistbench infer --model examples/my_model.py:MyModel --dataset reconstructed --output runs/mine
+      persistbench infer --model "cmd:python my_adapter.py {input} {output}" --dataset reconstructed --output runs/ext
+    """
+    import json
+    from pathlib import Path
+
+    from .infer import InferOptions, infer as run_infer
+    from .runner import Shard, summary
+
+    if resume and overwrite:
+        raise click.UsageError("--resume and --overwrite exclude each other")
+    config = None
+    if model_config:
+        try:
+            config = json.loads(Path(model_config).read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as e:
+            raise click.BadParameter(f"{model_config}: {e}", param_hint="--model-config") from None
+        if not isinstance(config, dict):
+            raise click.BadParameter(f"{model_config}: must hold a JSON object", param_hint="--model-config")
+    opts = InferOptions(dataset=Path(dataset), output=Path(output), model=model_spec, device=device, config=config)
+    outcomes = run_infer(opts, limit=limit, subset=subset, shard=Shard.parse(shard) if shard else None,
+                         workers=workers, resume=resume, overwrite=overwrite, progress=not no_progress)  # fmt: skip
+    click.echo(summary(outcomes))
+    if any(o.status == "failed" for o in outcomes):
+        raise SystemExit(1)
+    click.echo(f"predictions: {output}")
+
+
+@main.command()
 @click.argument("root", type=click.Path(file_okay=False))
 def verify(root) -> None:
     """Check a dataset against the layout contract; one line per problem.

@@ -634,6 +634,11 @@ class RunLayout:
     def case_json(self, subset: str, case_id: str) -> Path:
         return self.case_dir(subset, case_id) / "case.json"
 
+    @property
+    def log_dir(self) -> Path:
+        """Per-case logs of external (``cmd:``) models: ``logs/<case_id>.log``."""
+        return self.root / "logs"
+
     def scores_dir(self, protocol: str) -> Path:
         return self.root / "scores" / protocol
 

@@ -1,0 +1,296 @@
+"""``persistbench infer``: run a model adapter over the cases and write its predictions.
+
+For each case the frames are sampled uniformly (``np.linspace(0, T-1, n).round()``),
+centre-cropped to the model's aspect ratio and resized, with the intrinsics
+adjusted to match; the model sees ``view_0`` frames and both camera
+trajectories, never the target RGB or masks. Its output is validated before
+anything of the case is written; ``case.json`` is written last. The case loop
+is :mod:`persistbench.runner`.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from . import __version__, runner, sphere
+from .errors import PersistbenchError
+from .layout import STATE_DIR, Case, Dataset, RunLayout, read_json, sha256_file, write_image, write_json
+from .models import BaseModel, ModelInput, ModelOutput, load_model, resolve
+
+
+# ---------------------------------------------------------------- sampling (pure)
+
+
+def sample_indices(n_frames: int, num_frames: int) -> np.ndarray:
+    """Frame indices ``np.linspace(0, T-1, n).round()``; ``num_frames <= 0`` takes every frame."""
+    n = n_frames if num_frames is None or num_frames <= 0 else num_frames
+    return np.linspace(0, n_frames - 1, n).round().astype(np.int64)
+
+
+def crop_box(size: tuple[int, int], resolution: tuple[int, int]) -> tuple[int, int, int, int]:
+    """Centre crop ``(x0, y0, w, h)`` of an image of ``size`` = (w, h) to the aspect of ``resolution`` = (h, w).
+
+    ``-1`` in ``resolution`` keeps the dataset's size (no crop).
+    """
+    w, h = size
+    rh, rw = resolution
+    if rh <= 0 or rw <= 0:
+        return 0, 0, w, h
+    if w * rh > h * rw:  # too wide: crop the width
+        cw, ch = round(h * rw / rh), h
+    else:
+        cw, ch = w, round(w * rh / rw)
+    return (w - cw) // 2, (h - ch) // 2, cw, ch
+
+
+def target_size(size: tuple[int, int], resolution: tuple[int, int]) -> tuple[int, int]:
+    """Output ``(w, h)``: the model's resolution, or the dataset's where it says -1."""
+    rh, rw = resolution
+    return (size[0], size[1]) if rh <= 0 or rw <= 0 else (rw, rh)
+
+
+def adjust_intrinsics(k: np.ndarray, box: tuple[int, int, int, int], out: tuple[int, int]) -> np.ndarray:
+    """Intrinsics after cropping to ``box`` = (x0, y0, w, h) and resizing to ``out`` = (w, h).
+
+    Pixel centres at +0.5: a continuous coordinate x maps to ``(x - x0) * out_w / w``.
+    """
+    x0, y0, cw, ch = box
+    sx, sy = out[0] / cw, out[1] / ch
+    k2 = np.array(k, np.float64)
+    k2[0, 0], k2[0, 2] = k[0, 0] * sx, (k[0, 2] - x0) * sx
+    k2[1, 1], k2[1, 2] = k[1, 1] * sy, (k[1, 2] - y0) * sy
+    return k2
+
+
+def crop_resize(image: np.ndarray, box: tuple[int, int, int, int], out: tuple[int, int], nearest: bool = False) -> np.ndarray:
+    """Crop ``image`` to ``box`` and resize to ``out`` (area when shrinking, linear when enlarging)."""
+    import cv2
+
+    x0, y0, cw, ch = box
+    crop = image[y0 : y0 + ch, x0 : x0 + cw]
+    if (cw, ch) == tuple(out):
+        return np.ascontiguousarray(crop)
+    interp = cv2.INTER_NEAREST if nearest else cv2.INTER_AREA if out[0] < cw else cv2.INTER_LINEAR
+    return cv2.resize(crop, tuple(out), interpolation=interp)
+
+
+# ---------------------------------------------------------------- output validation (pure)
+
+
+def validate_output(out: object, n: int, size: tuple[int, int]) -> tuple[np.ndarray, np.ndarray | None, str]:
+    """Check a model's output; return ``(frames uint8 [n,h,w,3], masks bool [n,h,w] or None, projection)``.
+
+    ``size`` = (w, h) of the expected perspective frames; equirectangular
+    output must be ``[n, H, 2H, 3]``.
+
+    Raises:
+        ValueError: with a one-line reason.
+    """
+    if not isinstance(out, ModelOutput):
+        raise ValueError(f"predict returned {type(out).__name__}, not ModelOutput")
+    if out.projection not in ("perspective", "equirect"):
+        raise ValueError(f"projection {out.projection!r} is neither 'perspective' nor 'equirect'")
+    frames = np.asarray(out.frames)
+    if frames.ndim != 4 or frames.shape[0] != n or frames.shape[3] != 3:
+        raise ValueError(f"frames have shape {frames.shape}, expected ({n}, H, W, 3)")
+    if out.projection == "perspective" and frames.shape[1:3] != (size[1], size[0]):
+        raise ValueError(f"frames are {frames.shape[2]}x{frames.shape[1]}, expected {size[0]}x{size[1]}")
+    if out.projection == "equirect" and frames.shape[2] != 2 * frames.shape[1]:
+        raise ValueError(f"equirect frames are {frames.shape[2]}x{frames.shape[1]}, expected width = 2 x height")
+    if frames.dtype == np.uint8:
+        pass
+    elif frames.dtype.kind == "f":
+        if not np.isfinite(frames).all():
+            raise ValueError("frames hold NaN or infinite values")
+        if frames.min() < 0 or frames.max() > 1:
+            raise ValueError(f"float frames must lie in [0, 1], found [{frames.min():.3g}, {frames.max():.3g}]")
+        frames = np.clip(frames * 255.0 + 0.5, 0, 255).astype(np.uint8)
+    else:
+        raise ValueError(f"frames have dtype {frames.dtype}, expected uint8 or float")
+    masks = None
+    if out.masks is not None:
+        masks = np.asarray(out.masks)
+        if masks.dtype != bool:
+            raise ValueError(f"masks have dtype {masks.dtype}, expected bool")
+        if masks.shape != frames.shape[:3]:
+            raise ValueError(f"masks have shape {masks.shape}, expected {frames.shape[:3]}")
+    return frames, masks, out.projection
+
+
+# ---------------------------------------------------------------- one case
+
+
+@dataclass(frozen=True)
+class InferOptions:
+    dataset: Path
+    output: Path
+    model: str
+    device: str = "cpu"
+    config: dict | None = None
+
+
+_MODELS: dict[str, BaseModel] = {}  # loaded once per process (each worker has its own)
+
+
+def _model(opts: InferOptions) -> BaseModel:
+    key = json.dumps([opts.model, opts.device, opts.config], sort_keys=True)
+    if key not in _MODELS:
+        _MODELS[key] = load_model(opts.model, opts.device, opts.config)
+        if hasattr(_MODELS[key], "log_dir"):
+            _MODELS[key].log_dir = RunLayout(opts.output).log_dir
+    return _MODELS[key]
+
+
+def protocol_of(model: BaseModel) -> dict:
+    """The sampling a model asks for, as recorded in ``run.json``."""
+    return {"num_frames": int(getattr(model, "num_frames", -1)), "resolution": [int(v) for v in getattr(model, "resolution", (-1, -1))],
+            "sampling": "np.linspace(0, T-1, num_frames).round(); centre crop to the aspect ratio; area resize"}  # fmt: skip
+
+
+def _sampled_view(case: Case, view: str, idx: np.ndarray, box, out_size) -> tuple[np.ndarray, dict]:
+    v = case.view(view)
+    wanted = set(idx.tolist())
+    picked = {t: crop_resize(f, box, out_size) for t, f in enumerate(v.frames()) if t in wanted}
+    cam = v.camera()
+    cams = {"cam_poses": np.asarray(cam["cam_poses"], np.float64)[idx],
+            "cam_intrinsic": adjust_intrinsics(np.asarray(cam["cam_intrinsic"]), box, out_size)}  # fmt: skip
+    return np.stack([picked[t] for t in idx.tolist()]), cams
+
+
+def infer_case(key: tuple[str, str], opts: InferOptions) -> None:
+    """Predict one case ``(subset, case_id)`` and write it; ``case.json`` last."""
+    subset, case_id = key
+    case = Dataset(opts.dataset).case(subset, case_id)
+    model = _model(opts)
+    first = case.view("view_0")
+    h0, w0 = first.frame(0).shape[:2]
+    idx = sample_indices(case.n_frames, int(getattr(model, "num_frames", -1)))
+    resolution = tuple(getattr(model, "resolution", (-1, -1)))
+    box = crop_box((w0, h0), resolution)
+    out_size = target_size((w0, h0), resolution)
+    frames_in, cams_in = _sampled_view(case, "view_0", idx, box, out_size)
+    target = case.view("center")
+    cam = target.camera()
+    cams_out = {"cam_poses": np.asarray(cam["cam_poses"], np.float64)[idx],
+                "cam_intrinsic": adjust_intrinsics(np.asarray(cam["cam_intrinsic"]), box, out_size)}  # fmt: skip
+    if getattr(model, "uses_ground_truth", False):
+        gt, _ = _sampled_view(case, "center", idx, box, out_size)
+        masks = {t: crop_resize(m, box, out_size, nearest=True) > 0 for t, m in enumerate(target.masks()) if t in set(idx.tolist())}
+        model.ground_truth = (gt, np.stack([masks[t] for t in idx.tolist()]))
+    sample = ModelInput(uid=case_id, input_frames=frames_in.astype(np.float32) / 255.0,
+                        input_cameras=cams_in, target_cameras=cams_out)  # fmt: skip
+    try:
+        out = model.predict(sample)
+    except PersistbenchError:
+        raise
+    except Exception as e:  # the model's own code: one line, the run goes on
+        raise PersistbenchError(f"{case_id}: model raised {type(e).__name__}: {e}".splitlines()[0]) from None
+    try:
+        frames, masks, projection = validate_output(out, len(idx), out_size)
+    except ValueError as e:
+        raise PersistbenchError(f"{case_id}: bad model output: {e}") from None
+    if projection == "equirect":
+        frames, masks = _from_equirect(frames, masks, cams_out, out_size)
+    _write_case(RunLayout(opts.output), subset, case_id, idx, frames, masks, projection, (w0, h0), box)
+
+
+def _from_equirect(frames, masks, cams, size):
+    """Reproject panoramas into the target cameras (RGB bilinear, masks nearest)."""
+    pano_size = (frames.shape[2], frames.shape[1])
+    mapper = sphere.PerspectiveMapper(cams["cam_intrinsic"], size, pano_size)
+    views, view_masks = [], []
+    for t, r in enumerate(cams["cam_poses"][:, :3, :3]):
+        maps = mapper.maps(r)
+        views.append(sphere.remap_bilinear(frames[t], maps))
+        if masks is not None:
+            view_masks.append(sphere.remap_nearest(masks[t].astype(np.uint8), maps) > 0)
+    return np.stack(views), (np.stack(view_masks) if masks is not None else None)
+
+
+def _write_case(run: RunLayout, subset, case_id, idx, frames, masks, projection, source_size, box) -> None:
+    shutil.rmtree(run.case_dir(subset, case_id), ignore_errors=True)  # leftovers of an interrupted run
+    files = {}
+    for t in range(len(frames)):
+        path = run.frame_path(subset, case_id, t)
+        files[path.relative_to(run.root).as_posix()] = write_image(path, frames[t])
+        if masks is not None:
+            path = run.mask_path(subset, case_id, t)
+            files[path.relative_to(run.root).as_posix()] = write_image(path, masks[t].astype(np.uint8) * 255)
+    write_json(run.case_json(subset, case_id), {
+        "uid": case_id, "subset": subset, "frame_indices": idx.tolist(),
+        "size": [int(frames.shape[2]), int(frames.shape[1])], "source_size": list(source_size), "crop": list(box),
+        "projection": projection, "has_masks": masks is not None, "files": dict(sorted(files.items())),
+    })  # fmt: skip
+
+
+# ---------------------------------------------------------------- the run
+
+
+def dataset_fingerprint(ds: Dataset) -> str:
+    """sha256 of ``cases.jsonl`` (file checksums of every case), or of every case's cameras when absent."""
+    if ds.cases_jsonl.is_file():
+        return sha256_file(ds.cases_jsonl)
+    h = hashlib.sha256()
+    for case in ds.cases():
+        h.update(f"{case.subset}/{case.case_id}\n".encode())
+        for view in ("view_0", "center"):
+            h.update(case.view(view).camera_path.read_bytes())
+    return h.hexdigest()
+
+
+def case_done(run: RunLayout, subset: str, case_id: str) -> bool:
+    try:
+        return read_json(run.case_json(subset, case_id)).get("uid") == case_id
+    except PersistbenchError:
+        return False
+
+
+def start_run(opts: InferOptions, resume: bool, overwrite: bool) -> dict:
+    """Write (or, with ``resume``, check) ``run.json`` before any case; return it."""
+    run = RunLayout(opts.output)
+    ds = Dataset(opts.dataset)
+    factory = resolve(opts.model)
+    model = _model(opts)
+    info = {
+        "model": opts.model, "config": opts.config or {}, "device": opts.device,
+        "oracle": bool(getattr(model, "uses_ground_truth", False)),
+        "protocol": protocol_of(model),
+        "dataset": {"root": str(ds.root.resolve()), "fingerprint": dataset_fingerprint(ds)},
+        "toolkit_version": __version__,
+        "model_class": f"{getattr(factory, '__module__', '')}.{getattr(factory, '__qualname__', type(model).__name__)}",
+    }  # fmt: skip
+    if run.run_json.exists():
+        if overwrite:
+            shutil.rmtree(run.root)
+        elif resume:
+            old = read_json(run.run_json)
+            for key in ("model", "config", "protocol"):
+                if old.get(key) != info[key]:
+                    raise PersistbenchError(f"{run.run_json}: --resume with a different {key} ({old.get(key)!r} there); use --overwrite or another --output")
+            if old.get("dataset", {}).get("fingerprint") != info["dataset"]["fingerprint"]:
+                raise PersistbenchError(f"{run.run_json}: --resume against a different dataset (fingerprint differs); use --overwrite or another --output")
+            return old
+        else:
+            raise PersistbenchError(f"{run.root}: a run is already there; pass --resume to continue it or --overwrite to replace it")
+    write_json(run.run_json, {**info, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+    return info
+
+
+def infer(opts: InferOptions, limit: int | None = None, subset: str | None = None, shard: runner.Shard | None = None,
+          workers: int = 1, resume: bool = False, overwrite: bool = False, progress: bool = True) -> list[runner.Outcome]:  # fmt: skip
+    """Run the model over the selected cases; one outcome per case, in order."""
+    cases = runner.select(Dataset(opts.dataset).cases(), lambda c: c.subset, subset, limit, shard)
+    start_run(opts, resume, overwrite)
+    run = RunLayout(opts.output)
+    keys = [(c.subset, c.case_id) for c in cases]
+    job = runner.Job(functools.partial(infer_case, opts=opts), run.root / STATE_DIR)
+    return runner.run(keys, key_of=lambda k: k[1], job=job, is_done=lambda k: case_done(run, *k),
+                      workers=workers, desc="infer", progress=progress)  # fmt: skip

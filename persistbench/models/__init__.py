@@ -1,0 +1,86 @@
+"""Model adapters: the interface, the built-in models and how ``--model`` finds a model.
+
+``--model`` accepts a built-in name (``hold``, ``reproject``, ``oracle``), a name
+registered in the entry point group ``persistbench.models``,
+``path/to/file.py:Class``, ``package.module:Class``, or ``"cmd:PROGRAM ARGS
+{input} {output}"`` (an external program, see :mod:`.external`).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib
+import importlib.util
+from collections.abc import Callable
+from importlib.metadata import entry_points
+from pathlib import Path
+
+from ..errors import PersistbenchError
+from .base import BaseModel, ModelInput, ModelOutput
+
+__all__ = ["BaseModel", "ModelInput", "ModelOutput", "BUILTINS", "resolve", "load_model"]
+
+ENTRY_POINT_GROUP = "persistbench.models"
+BUILTINS = {
+    "hold": "persistbench.models.builtin:HoldModel",
+    "reproject": "persistbench.models.builtin:ReprojectModel",
+    "oracle": "persistbench.models.builtin:OracleModel",
+}
+
+
+def _from_module(module: str, name: str, spec: str) -> type:
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as e:
+        raise PersistbenchError(f"--model {spec}: cannot load {name} from {module}: {e}") from None
+
+
+def _from_file(path: str, name: str, spec: str) -> type:
+    file = Path(path)
+    if not file.is_file():
+        raise PersistbenchError(f"--model {spec}: no such file {path}")
+    module_name = f"persistbench_user_{hashlib.sha256(str(file.resolve()).encode()).hexdigest()[:12]}"
+    loader_spec = importlib.util.spec_from_file_location(module_name, file)
+    module = importlib.util.module_from_spec(loader_spec)
+    try:
+        loader_spec.loader.exec_module(module)
+    except Exception as e:  # the user's file: report any error it raises on import
+        raise PersistbenchError(f"--model {spec}: importing {path} failed: {type(e).__name__}: {e}") from None
+    if not hasattr(module, name):
+        raise PersistbenchError(f"--model {spec}: {path} defines no {name}")
+    return getattr(module, name)
+
+
+def resolve(spec: str) -> Callable[..., BaseModel]:
+    """The model factory (a class, or a partial for ``cmd:``) named by ``spec``."""
+    if spec.startswith("cmd:"):
+        from .external import CommandModel
+
+        return functools.partial(CommandModel, command=spec[len("cmd:") :])
+    if spec in BUILTINS:
+        return _from_module(*BUILTINS[spec].split(":"), spec)
+    registered = {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    if spec in registered:
+        try:
+            return registered[spec].load()
+        except Exception as e:  # a third-party package: report whatever its import raises
+            raise PersistbenchError(f"--model {spec}: entry point {registered[spec].value} failed: {e}") from None
+    target, sep, name = spec.rpartition(":")
+    if sep and target.endswith(".py"):
+        return _from_file(target, name, spec)
+    if sep and target:
+        return _from_module(target, name, spec)
+    known = ", ".join(sorted(BUILTINS) + sorted(registered))
+    raise PersistbenchError(f"--model {spec}: unknown model; use one of {known}, file.py:Class, module:Class or cmd:...")
+
+
+def load_model(spec: str, device: str = "cpu", config: dict | None = None) -> BaseModel:
+    """Instantiate the model ``spec`` with ``device`` and the keyword arguments ``config``."""
+    factory = resolve(spec)
+    try:
+        return factory(device=device, **(config or {}))
+    except PersistbenchError:
+        raise
+    except Exception as e:  # the model's own constructor
+        raise PersistbenchError(f"--model {spec}: constructing the model failed: {type(e).__name__}: {e}") from None

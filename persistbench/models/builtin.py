@@ -1,0 +1,91 @@
+"""Built-in models: ``hold`` (a floor), ``reproject`` (a memory panorama) and ``oracle`` (checks the scorer)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import sphere
+from .base import BaseModel, ModelInput, ModelOutput
+
+
+def _uint8(frames: np.ndarray) -> np.ndarray:
+    return np.clip(np.asarray(frames, np.float32) * 255.0 + 0.5, 0, 255).astype(np.uint8)
+
+
+def _size(k: np.ndarray) -> tuple[int, int]:
+    """``(width, height)`` of a camera whose principal point is the image centre."""
+    return int(round(2 * k[0, 2])), int(round(2 * k[1, 2]))
+
+
+class HoldModel(BaseModel):
+    """A floor: for each target frame, the last input frame available at that time
+    (the input view at the same moment), ignoring the target camera and remembering
+    nothing. Causal on purpose: the final input frame often looks at the object
+    again, and holding it for every frame would copy the future."""
+
+    def predict(self, sample: ModelInput) -> ModelOutput:
+        return ModelOutput(frames=_uint8(sample.input_frames))
+
+
+class ReprojectModel(BaseModel):
+    """A memory panorama, causal in time.
+
+    Input frame ``t`` is painted onto an equirectangular canvas with its
+    camera (newer observations overwrite older ones); target frame ``t`` is
+    rendered from the canvas with the target camera, and pixels never seen
+    are filled by inpainting. It remembers where things were when last seen,
+    so it does well on ``static`` cases and worse on ``dynamic`` ones.
+
+    Args:
+        pano_height: canvas height (width is twice it); default: matched to the
+            input's angular resolution, ``round(pi * fx)``.
+    """
+
+    def __init__(self, device: str = "cpu", pano_height: int | None = None, **kwargs) -> None:
+        super().__init__(device)
+        self.pano_height = pano_height
+
+    def predict(self, sample: ModelInput) -> ModelOutput:
+        import cv2
+
+        k_in = np.asarray(sample.input_cameras["cam_intrinsic"], np.float64)
+        k_out = np.asarray(sample.target_cameras["cam_intrinsic"], np.float64)
+        r_in = np.asarray(sample.input_cameras["cam_poses"], np.float64)[:, :3, :3]
+        r_out = np.asarray(sample.target_cameras["cam_poses"], np.float64)[:, :3, :3]
+        h = self.pano_height or int(round(np.pi * k_in[0, 0]))
+        pano_size = (2 * h, h)
+        canvas = np.zeros((h, 2 * h, 3), np.uint8)
+        seen = np.zeros((h, 2 * h), np.uint8)
+        frames = _uint8(sample.input_frames)
+        out_size = _size(k_out)
+        mapper = sphere.PerspectiveMapper(k_out, out_size, pano_size)
+        out = []
+        for t in range(len(r_out)):
+            if t < len(frames):
+                painted, covered = sphere.perspective_to_equirect(frames[t], r_in[t], k_in, pano_size)
+                canvas[covered] = painted[covered]
+                seen[covered] = 1
+            maps = mapper.maps(r_out[t])
+            view = sphere.remap_bilinear(canvas, maps)
+            holes = (sphere.remap_nearest(seen, maps) == 0).astype(np.uint8)
+            if holes.any():
+                view = cv2.inpaint(view, holes, 3, cv2.INPAINT_TELEA)
+            out.append(view)
+        return ModelOutput(frames=np.stack(out))
+
+
+class OracleModel(BaseModel):
+    """Copies the ground-truth target frames and masks. Only for checking the scorer:
+    the runner hands it the ground truth (``uses_ground_truth``) and marks its runs ``oracle``."""
+
+    uses_ground_truth = True
+
+    def __init__(self, device: str = "cpu", **kwargs) -> None:
+        super().__init__(device)
+        self.ground_truth: tuple[np.ndarray, np.ndarray] | None = None
+
+    def predict(self, sample: ModelInput) -> ModelOutput:
+        if self.ground_truth is None:
+            raise RuntimeError("the oracle needs the ground truth, which only the infer runner provides")
+        frames, masks = self.ground_truth
+        return ModelOutput(frames=frames, masks=masks)
