@@ -10,6 +10,7 @@ is :mod:`persistbench.runner`.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import hashlib
 import json
@@ -146,11 +147,21 @@ def _model(opts: InferOptions) -> BaseModel:
         _MODELS[key] = load_model(opts.model, opts.device, opts.config)
         if hasattr(_MODELS[key], "log_dir"):
             _MODELS[key].log_dir = RunLayout(opts.output).log_dir
+        atexit.register(close_models)  # worker processes end without returning to infer()
     return _MODELS[key]
 
 
-def protocol_of(model: BaseModel) -> dict:
-    """The sampling a model asks for, as recorded in ``run.json``."""
+def close_models() -> None:
+    """Call ``close()`` on every model this process loaded, once."""
+    while _MODELS:
+        _, model = _MODELS.popitem()
+        close = getattr(model, "close", None)
+        if callable(close):
+            close()
+
+
+def protocol_of(model) -> dict:
+    """The sampling a model (class or instance) asks for, as recorded in ``run.json``."""
     return {"num_frames": int(getattr(model, "num_frames", -1)), "resolution": [int(v) for v in getattr(model, "resolution", (-1, -1))],
             "sampling": "np.linspace(0, T-1, num_frames).round(); centre crop to the aspect ratio; area resize"}  # fmt: skip
 
@@ -258,14 +269,17 @@ def start_run(opts: InferOptions, resume: bool, overwrite: bool) -> dict:
     run = RunLayout(opts.output)
     ds = Dataset(opts.dataset)
     factory = resolve(opts.model)
-    model = _model(opts)
+    # num_frames and resolution are class attributes; a cmd: model takes them from its config,
+    # so it is built here (cheaply). Real models load in the workers only.
+    model = load_model(opts.model, opts.device, opts.config) if isinstance(factory, functools.partial) else factory
     info = {
         "model": opts.model, "config": opts.config or {}, "device": opts.device,
         "oracle": bool(getattr(model, "uses_ground_truth", False)),
         "protocol": protocol_of(model),
         "dataset": {"root": str(ds.root.resolve()), "fingerprint": dataset_fingerprint(ds)},
         "toolkit_version": __version__,
-        "model_class": f"{getattr(factory, '__module__', '')}.{getattr(factory, '__qualname__', type(model).__name__)}",
+        "model_class": f"{type(model).__module__}.{type(model).__qualname__}" if isinstance(factory, functools.partial)
+        else f"{factory.__module__}.{factory.__qualname__}",
     }  # fmt: skip
     if run.run_json.exists():
         if overwrite:
@@ -292,5 +306,8 @@ def infer(opts: InferOptions, limit: int | None = None, subset: str | None = Non
     run = RunLayout(opts.output)
     keys = [(c.subset, c.case_id) for c in cases]
     job = runner.Job(functools.partial(infer_case, opts=opts), run.root / STATE_DIR)
-    return runner.run(keys, key_of=lambda k: k[1], job=job, is_done=lambda k: case_done(run, *k),
-                      workers=workers, desc="infer", progress=progress)  # fmt: skip
+    try:
+        return runner.run(keys, key_of=lambda k: k[1], job=job, is_done=lambda k: case_done(run, *k),
+                          workers=workers, desc="infer", progress=progress)  # fmt: skip
+    finally:
+        close_models()

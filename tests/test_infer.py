@@ -69,6 +69,19 @@ class PanoramaModel(BaseModel):
         return ModelOutput(frames=panos, projection="equirect")
 
 
+class Closing(BaseModel):
+    """Leaves a file behind when closed, to show that close() is called."""
+
+    def __init__(self, device="cpu", marker=None):
+        self.marker = Path(marker)
+
+    def predict(self, sample):
+        return ModelOutput(frames=sample.input_frames)
+
+    def close(self):
+        self.marker.write_text("closed")
+
+
 class BadModel(BaseModel):
     """Misbehaves on the cases named in its config, in the way named."""
 
@@ -212,6 +225,11 @@ def test_resume_and_overwrite_rules(sample_ds, tmp_path):
     assert other.exit_code == 1 and "different model" in other.output
     ok = infer_cli("--model", "hold", "--dataset", sample_ds, "--output", run, "--resume", "--limit", "2")
     assert ok.exit_code == 0 and "done 1, skipped 1" in ok.output
+    changed = json.loads((run / "run.json").read_text())
+    changed["dataset"]["fingerprint"] = "0" * 64  # as if the run had been made on another dataset
+    layout.write_json(run / "run.json", changed)
+    refused = infer_cli("--model", "hold", "--dataset", sample_ds, "--output", run, "--resume")
+    assert refused.exit_code == 1 and "different dataset" in refused.output
     assert infer_cli("--model", "reproject", "--dataset", sample_ds, "--output", run, "--overwrite", "--limit", "1").exit_code == 0
 
 
@@ -231,6 +249,17 @@ def test_kill_9_then_resume_is_byte_identical(sample_ds, tmp_path):
     assert len(list(out.rglob("case.json"))) < 3, "the run must have been interrupted"
     assert subprocess.run(cmd(out, "--resume"), capture_output=True).returncode == 0
     assert predictions(out) == predictions(tmp_path / "ref")
+
+
+def test_workers_give_the_same_predictions_and_models_are_closed(sample_ds, tmp_path):
+    for workers in (1, 2):
+        (tmp_path / f"cfg{workers}.json").write_text(json.dumps({"marker": str(tmp_path / f"closed{workers}")}))
+        result = infer_cli("--model", f"{HERE}:Closing", "--model-config", tmp_path / f"cfg{workers}.json",
+                           "--dataset", sample_ds, "--output", tmp_path / f"w{workers}", "--limit", "3",
+                           "--workers", workers)  # fmt: skip
+        assert result.exit_code == 0, result.output
+        assert (tmp_path / f"closed{workers}").read_text() == "closed"
+    assert predictions(tmp_path / "w1") == predictions(tmp_path / "w2")
 
 
 # ------------------------------------------------------------------ baselines
