@@ -166,14 +166,22 @@ def protocol_of(model) -> dict:
             "sampling": "np.linspace(0, T-1, num_frames).round(); centre crop to the aspect ratio; area resize"}  # fmt: skip
 
 
-def _sampled_view(case: Case, view: str, idx: np.ndarray, box, out_size) -> tuple[np.ndarray, dict]:
-    v = case.view(view)
+def _frames(view, idx: np.ndarray, box, out_size) -> np.ndarray:
+    """The view's frames at ``idx``, cropped and resized: ``[n, h, w, 3]`` uint8 (one decode pass)."""
     wanted = set(idx.tolist())
-    picked = {t: crop_resize(f, box, out_size) for t, f in enumerate(v.frames()) if t in wanted}
-    cam = v.camera()
-    cams = {"cam_poses": np.asarray(cam["cam_poses"], np.float64)[idx],
+    picked = {t: crop_resize(f, box, out_size) for t, f in enumerate(view.frames()) if t in wanted}
+    return np.stack([picked[t] for t in idx.tolist()])
+
+
+def _masks(view, idx: np.ndarray, box, out_size) -> np.ndarray:
+    """The view's masks at ``idx``, cropped and resized (nearest): ``[n, h, w]`` bool."""
+    return np.stack([crop_resize(view.mask(t), box, out_size, nearest=True) > 0 for t in idx.tolist()])
+
+
+def _cameras(view, idx: np.ndarray, box, out_size) -> dict:
+    cam = view.camera()
+    return {"cam_poses": np.asarray(cam["cam_poses"], np.float64)[idx],
             "cam_intrinsic": adjust_intrinsics(np.asarray(cam["cam_intrinsic"]), box, out_size)}  # fmt: skip
-    return np.stack([picked[t] for t in idx.tolist()]), cams
 
 
 def infer_case(key: tuple[str, str], opts: InferOptions) -> None:
@@ -181,23 +189,17 @@ def infer_case(key: tuple[str, str], opts: InferOptions) -> None:
     subset, case_id = key
     case = Dataset(opts.dataset).case(subset, case_id)
     model = _model(opts)
-    first = case.view("view_0")
-    h0, w0 = first.frame(0).shape[:2]
+    source, target = case.view("view_0"), case.view("center")
+    h0, w0 = source.mask(0).shape  # masks are PNG files in every layout: no video decode for the size
     idx = sample_indices(case.n_frames, int(getattr(model, "num_frames", -1)))
     resolution = tuple(getattr(model, "resolution", (-1, -1)))
     box = crop_box((w0, h0), resolution)
     out_size = target_size((w0, h0), resolution)
-    frames_in, cams_in = _sampled_view(case, "view_0", idx, box, out_size)
-    target = case.view("center")
-    cam = target.camera()
-    cams_out = {"cam_poses": np.asarray(cam["cam_poses"], np.float64)[idx],
-                "cam_intrinsic": adjust_intrinsics(np.asarray(cam["cam_intrinsic"]), box, out_size)}  # fmt: skip
+    cams_out = _cameras(target, idx, box, out_size)
     if getattr(model, "uses_ground_truth", False):
-        gt, _ = _sampled_view(case, "center", idx, box, out_size)
-        masks = {t: crop_resize(m, box, out_size, nearest=True) > 0 for t, m in enumerate(target.masks()) if t in set(idx.tolist())}
-        model.ground_truth = (gt, np.stack([masks[t] for t in idx.tolist()]))
-    sample = ModelInput(uid=case_id, input_frames=frames_in.astype(np.float32) / 255.0,
-                        input_cameras=cams_in, target_cameras=cams_out)  # fmt: skip
+        model.ground_truth = (_frames(target, idx, box, out_size), _masks(target, idx, box, out_size))
+    sample = ModelInput(uid=case_id, input_frames=_frames(source, idx, box, out_size).astype(np.float32) / 255.0,
+                        input_cameras=_cameras(source, idx, box, out_size), target_cameras=cams_out)  # fmt: skip
     try:
         out = model.predict(sample)
     except PersistbenchError:
