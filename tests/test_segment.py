@@ -1,0 +1,39 @@
+"""The default tracker follows the object where a prediction shows it and says lost where it does not."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from persistbench import layout, metrics
+from persistbench.segment import TemplateTracker
+
+
+def test_tracker_follows_the_object_and_reports_lost(dataset_dir):
+    for case in layout.Dataset(dataset_dir).cases():
+        center, view0 = case.view("center"), case.view("view_0")
+        vis = case.visibility()["view_0_visibility"]
+        ref = int(np.argmax(vis > 0.7))
+        gt_masks = [m > 0 for m in center.masks()]
+        tracker = TemplateTracker()
+        # The ground-truth target frames show the object everywhere: followed (IoU > 0.5) on every frame.
+        tracked = tracker.track(np.stack(list(center.frames())), center.frame(ref), gt_masks[ref])
+        for t, (got, want) in enumerate(zip(tracked, gt_masks)):
+            assert got is not None, (case.case_id, t)
+            assert metrics.iou(got, want) > 0.5, (case.case_id, t)
+        # The input view while it looks away holds no object: lost, not a guess.
+        away = [t for t in range(case.n_frames) if vis[t] == 0]
+        assert away
+        lost = tracker.track(np.stack([view0.frame(t) for t in away]), center.frame(ref), gt_masks[ref])
+        assert all(m is None for m in lost), case.case_id
+
+
+def test_tracker_is_deterministic_and_rejects_an_empty_reference(dataset_dir):
+    case = layout.Dataset(dataset_dir).cases()[0]
+    frames = np.stack(list(case.view("center").frames()))
+    ref_mask = case.view("center").mask(0) > 0
+    a = TemplateTracker().track(frames, frames[0], ref_mask)
+    b = TemplateTracker().track(frames, frames[0], ref_mask)
+    assert all((x is None and y is None) or np.array_equal(x, y) for x, y in zip(a, b))
+    with pytest.raises(ValueError, match="empty"):
+        TemplateTracker().track(frames, frames[0], np.zeros_like(ref_mask))
