@@ -124,3 +124,73 @@ def continuity(pred_mask: np.ndarray, ref_mask: np.ndarray, scale: float) -> flo
     if a is None or b is None or not scale > 0:
         return float("nan")
     return float(np.exp(-np.hypot(a[0] - b[0], a[1] - b[1]) / scale))
+
+
+# ---------------------------------------------------------------- LPIPS (the `lpips` extra)
+
+ALEXNET_FILE = "alexnet-owt-7be5be79.pth"  # torchvision's AlexNet weights, as the torch hub caches them
+LPIPS_FIX = 'pip install -e ".[lpips]" and put ' + ALEXNET_FILE + " in $TORCH_HOME/hub/checkpoints (or pass --lpips-weights FILE)"
+
+
+class LpipsUnavailable(RuntimeError):
+    """LPIPS cannot be computed here; the message says why and what fixes it."""
+
+
+class Lpips:
+    """Masked LPIPS (AlexNet, v0.1, the lpips package's linear layers), batched over frames.
+
+    The AlexNet backbone comes from ``weights`` or the torch hub cache
+    (``$TORCH_HOME/hub/checkpoints/alexnet-owt-7be5be79.pth``); nothing is
+    downloaded. ``random_backbone`` skips it (tests only: the scores mean nothing).
+
+    Raises:
+        LpipsUnavailable: the extra is not installed or the weights are missing.
+    """
+
+    def __init__(self, device: str = "cpu", weights: str | None = None, random_backbone: bool = False):
+        try:
+            import lpips
+            import torch
+        except ImportError as e:
+            raise LpipsUnavailable(f"LPIPS needs torch and lpips ({e.name} is missing): {LPIPS_FIX}") from None
+        self.torch, self.device = torch, device
+        self.model = lpips.LPIPS(net="alex", version="0.1", spatial=True, pretrained=True, pnet_rand=True, verbose=False)
+        if not random_backbone:
+            self._load_backbone(weights)
+        self.model = self.model.to(device).eval()
+
+    def _load_backbone(self, weights: str | None) -> None:
+        import os
+
+        path = weights or os.path.join(self.torch.hub.get_dir(), "checkpoints", ALEXNET_FILE)
+        if not os.path.isfile(path):
+            raise LpipsUnavailable(f"AlexNet weights not found at {path}: {LPIPS_FIX}")
+        state = self.torch.load(path, map_location="cpu", weights_only=True)
+        net = self.model.net
+        for i in range(1, net.N_slices + 1):
+            for name, layer in getattr(net, f"slice{i}").named_children():
+                for param in ("weight", "bias"):
+                    key = f"features.{name}.{param}"
+                    if hasattr(layer, param) and getattr(layer, param) is not None:
+                        if key not in state:
+                            raise LpipsUnavailable(f"{path}: not torchvision AlexNet weights (no {key})")
+                        getattr(layer, param).data.copy_(state[key])
+
+    def _tensor(self, images: np.ndarray):
+        x = self.torch.from_numpy(np.stack([_float(i) for i in images]).astype(np.float32))
+        return (x.permute(0, 3, 1, 2) * 2 - 1).to(self.device)  # [N, 3, H, W] in [-1, 1]
+
+    def __call__(self, preds: np.ndarray, refs: np.ndarray, masks: np.ndarray | None = None) -> np.ndarray:
+        """LPIPS per frame ``(N,)`` of ``[N, H, W, 3]`` batches: the spatial map averaged over each
+        ``[N, H, W]`` mask (NaN where empty), or, without masks, the package's own spatial average."""
+        x, y = self._tensor(preds), self._tensor(refs)
+        with self.torch.no_grad():
+            if masks is None:
+                self.model.spatial = False
+                try:
+                    return self.model(x, y).reshape(-1).double().cpu().numpy()
+                finally:
+                    self.model.spatial = True
+            maps = self.model(x, y)[:, 0].double().cpu().numpy()
+        masks = np.asarray(masks, bool)
+        return np.array([m[k].mean() if k.any() else np.nan for m, k in zip(maps, masks)])
