@@ -177,8 +177,9 @@ class Lpips:
                         getattr(layer, param).data.copy_(state[key])
 
     def _tensor(self, images: np.ndarray):
-        x = self.torch.from_numpy(np.stack([_float(i) for i in images]).astype(np.float32))
-        return (x.permute(0, 3, 1, 2) * 2 - 1).to(self.device)  # [N, 3, H, W] in [-1, 1]
+        images = np.asarray(images)
+        x = images.astype(np.float32) / (255.0 if images.dtype == np.uint8 else 1.0)
+        return (self.torch.from_numpy(x).permute(0, 3, 1, 2) * 2 - 1).to(self.device)  # [N, 3, H, W] in [-1, 1]
 
     def __call__(self, preds: np.ndarray, refs: np.ndarray, masks: np.ndarray | None = None) -> np.ndarray:
         """LPIPS per frame ``(N,)`` of ``[N, H, W, 3]`` batches: the spatial map averaged over each
