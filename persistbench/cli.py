@@ -196,6 +196,43 @@ def infer(model_spec, dataset, output, model_config, device, limit, subset, shar
 
 
 @main.command()
+@click.option("--pred", required=True, type=click.Path(file_okay=False, exists=True), help="A run directory (runs/NAME).")
+@click.option("--dataset", default=None, type=click.Path(file_okay=False, exists=True), help="Default: the one in run.json.")
+@click.option("--protocol", default="classic-v1", show_default=True, help="Protocol name or JSON file.")
+@click.option("--metrics", "metric_list", default="psnr,ssim,lpips,iou,presence,continuity", show_default=True)
+@click.option("--device", default="cpu", show_default=True, help="For LPIPS.")
+@click.option("--lpips-weights", default=None, type=click.Path(dir_okay=False, exists=True),
+              help="torchvision AlexNet weights (default: $TORCH_HOME/hub/checkpoints/alexnet-owt-7be5be79.pth).")
+@click.option("--workers", type=click.IntRange(1), default=1, show_default=True)
+@click.option("--allow-partial", is_flag=True, help="Score the predicted cases even if some are missing (stated in every output).")
+@click.option("--aggregate-only", is_flag=True, help="Recompute the aggregates from the per-case files.")
+@click.option("--no-progress", is_flag=True)
+def score(pred, dataset, protocol, metric_list, device, lpips_weights, workers, allow_partial, aggregate_only, no_progress) -> None:
+    """Score a run: masked PSNR/SSIM/LPIPS, IoU, presence and continuity on visible and off-screen frames.
+
+    \b
+    Example:
+      persistbench score --pred runs/reproject
+    """
+    from pathlib import Path
+
+    from .layout import RunLayout, read_json
+    from .score import LOCALISATION, MASKED, ScoreOptions, score as run_score
+
+    wanted = tuple(m.strip() for m in metric_list.split(",") if m.strip())
+    unknown = set(wanted) - set(MASKED + LOCALISATION)
+    if unknown:
+        raise click.BadParameter(f"unknown metrics {sorted(unknown)}", param_hint="--metrics")
+    if dataset is None:
+        dataset = read_json(RunLayout(Path(pred)).run_json).get("dataset", {}).get("root")
+    opts = ScoreOptions(pred=Path(pred), dataset=Path(dataset), protocol=protocol, metrics=wanted, device=device,
+                        lpips_weights=lpips_weights)  # fmt: skip
+    summary = run_score(opts, workers=workers, allow_partial=allow_partial, aggregate_only=aggregate_only,
+                        progress=not no_progress)  # fmt: skip
+    click.echo(RunLayout(Path(pred)).summary_md(summary["protocol"]).read_text(), nl=False)
+
+
+@main.command()
 @click.argument("root", type=click.Path(file_okay=False))
 def verify(root) -> None:
     """Check a dataset against the layout contract; one line per problem.

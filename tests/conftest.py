@@ -29,6 +29,18 @@ def dataset_dir(synth_dir, tmp_path_factory) -> Path:
     return root
 
 
+@pytest.fixture(scope="session")
+def sample_ds(tmp_path_factory) -> Path:
+    """The bundled sample (8 cases: 4 dynamic, 4 static, 60 frames of 256x192) reconstructed."""
+    from persistbench.download import DownloadOptions, download, resolve_recipes
+    from persistbench.sources import SourceOptions
+
+    out = tmp_path_factory.mktemp("sample")
+    opts = DownloadOptions(output=out / "ds", sources=SourceOptions(cache=out / "cache"), progress=False)
+    assert all(o.status == "done" for o in download(resolve_recipes(None, out / "cache"), opts))
+    return out / "ds"
+
+
 @pytest.fixture
 def dataset_copy(dataset_dir, tmp_path) -> Path:
     """A private copy of the dataset that a test may damage."""

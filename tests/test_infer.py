@@ -16,23 +16,13 @@ from click.testing import CliRunner
 
 from persistbench import BaseModel, ModelInput, ModelOutput, layout
 from persistbench.cli import main
-from persistbench.download import DownloadOptions, download, resolve_recipes
+from persistbench.download import resolve_recipes
 from persistbench.infer import adjust_intrinsics, crop_box, sample_indices
 from persistbench.recipes import load_recipes
 from persistbench.reconstruct import clip_frames
-from persistbench.sources import SourceOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve()
-
-
-@pytest.fixture(scope="session")
-def sample_ds(tmp_path_factory) -> Path:
-    """The bundled sample (8 cases: 4 dynamic, 4 static, 60 frames of 256x192) reconstructed."""
-    out = tmp_path_factory.mktemp("sample")
-    opts = DownloadOptions(output=out / "ds", sources=SourceOptions(cache=out / "cache"), progress=False)
-    assert all(o.status == "done" for o in download(resolve_recipes(None, out / "cache"), opts))
-    return out / "ds"
 
 
 def infer_cli(*args, env=None):
