@@ -200,6 +200,7 @@ def infer(model_spec, dataset, output, model_config, device, limit, subset, shar
 @click.option("--dataset", default=None, type=click.Path(file_okay=False, exists=True), help="Default: the one in run.json.")
 @click.option("--protocol", default="classic-v1", show_default=True, help="Protocol name or JSON file.")
 @click.option("--metrics", "metric_list", default="psnr,ssim,lpips,iou,presence,continuity", show_default=True)
+@click.option("--eval-size", default=None, metavar="HxW", help="Evaluation size, height x width (default: the protocol's, 384x512).")
 @click.option("--device", default="cpu", show_default=True, help="For LPIPS.")
 @click.option("--lpips-weights", default=None, type=click.Path(dir_okay=False, exists=True),
               help="torchvision AlexNet weights (default: $TORCH_HOME/hub/checkpoints/alexnet-owt-7be5be79.pth).")
@@ -207,7 +208,8 @@ def infer(model_spec, dataset, output, model_config, device, limit, subset, shar
 @click.option("--allow-partial", is_flag=True, help="Score the predicted cases even if some are missing (stated in every output).")
 @click.option("--aggregate-only", is_flag=True, help="Recompute the aggregates from the per-case files.")
 @click.option("--no-progress", is_flag=True)
-def score(pred, dataset, protocol, metric_list, device, lpips_weights, workers, allow_partial, aggregate_only, no_progress) -> None:
+def score(pred, dataset, protocol, metric_list, eval_size, device, lpips_weights, workers, allow_partial, aggregate_only,
+          no_progress) -> None:  # fmt: skip
     """Score a run: masked PSNR/SSIM/LPIPS, IoU, presence and continuity on visible and off-screen frames.
 
     \b
@@ -225,8 +227,9 @@ def score(pred, dataset, protocol, metric_list, device, lpips_weights, workers, 
         raise click.BadParameter(f"unknown metrics {sorted(unknown)}", param_hint="--metrics")
     if dataset is None:
         dataset = read_json(RunLayout(Path(pred)).run_json).get("dataset", {}).get("root")
+    size = _size(None, None, eval_size) if eval_size else None  # "HxW": here the first number is the height
     opts = ScoreOptions(pred=Path(pred), dataset=Path(dataset), protocol=protocol, metrics=wanted, device=device,
-                        lpips_weights=lpips_weights)  # fmt: skip
+                        lpips_weights=lpips_weights, eval_size=size)  # fmt: skip
     summary = run_score(opts, workers=workers, allow_partial=allow_partial, aggregate_only=aggregate_only,
                         progress=not no_progress)  # fmt: skip
     click.echo(RunLayout(Path(pred)).summary_md(summary["protocol"]).read_text(), nl=False)

@@ -47,14 +47,19 @@ class Protocol:
         return int(w), int(h)
 
 
-def load_protocol(spec: str = "classic-v1") -> Protocol:
-    """A protocol by name (shipped in ``persistbench/data/protocols``, linked from ``configs/``) or JSON path."""
+def load_protocol(spec: str = "classic-v1", eval_size: tuple[int, int] | None = None) -> Protocol:
+    """A protocol by name (shipped in ``persistbench/data/protocols``, linked from ``configs/``) or JSON path.
+
+    ``eval_size`` = (height, width) overrides the protocol's; the hash then differs, as it should.
+    """
     path = Path(spec)
     if not path.is_file():
         path = Path(str(resources.files("persistbench") / "data" / "protocols" / f"{spec}.json"))
     if not path.is_file():
         raise PersistbenchError(f"--protocol {spec}: no such protocol (shipped: classic-v1) or file")
     config = read_json(path)
+    if eval_size is not None:
+        config = {**config, "eval_size": [int(eval_size[0]), int(eval_size[1])]}
     canonical = json.dumps(config, sort_keys=True, separators=(",", ":"))
     return Protocol(config["name"], config, hashlib.sha256(canonical.encode()).hexdigest())
 
@@ -177,10 +182,11 @@ class ScoreOptions:
     metrics: tuple[str, ...] = MASKED + LOCALISATION
     device: str = "cpu"
     lpips_weights: str | None = None
+    eval_size: tuple[int, int] | None = None  # (height, width); None: the protocol's
 
 
 def _score_one(key: tuple[str, str], opts: ScoreOptions) -> None:
-    protocol = load_protocol(opts.protocol)
+    protocol = load_protocol(opts.protocol, opts.eval_size)
     run = RunLayout(opts.pred)
     case = Dataset(opts.dataset).case(*key)
     lpips = _lpips(opts.device, opts.lpips_weights) if "lpips" in opts.metrics else None
@@ -198,7 +204,7 @@ def score(opts: ScoreOptions, workers: int = 1, allow_partial: bool = False, agg
           progress: bool = True) -> dict:  # fmt: skip
     """Score every case of the dataset that the run predicted; write per-case files and aggregates; return the summary."""
     run = RunLayout(opts.pred)
-    protocol = load_protocol(opts.protocol)
+    protocol = load_protocol(opts.protocol, opts.eval_size)
     run_info = read_json(run.run_json)
     cases = Dataset(opts.dataset).cases()
     missing = [c.case_id for c in cases if not case_done(run, c.subset, c.case_id)]

@@ -82,6 +82,18 @@ def test_aggregates_are_recomputable_from_the_case_files(runs, tmp_path):
     assert after["subsets"] == json.loads(before)["subsets"]
 
 
+def test_eval_size_changes_the_protocol_hash(runs, tmp_path):
+    run = shutil.copytree(runs / "oracle", tmp_path / "small")
+    result = CliRunner().invoke(main, ["score", "--no-progress", "--pred", str(run), "--eval-size", "192x256",
+                                       "--metrics", "psnr,iou"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    s = summary(run)
+    assert s["protocol_sha256"] == load_protocol("classic-v1", (192, 256)).sha256 != load_protocol("classic-v1").sha256
+    assert s["subsets"]["all"]["invisible"]["psnr"]["mean"] == 100.0 and "ssim" not in s["subsets"]["all"]["visible"]
+    case = json.loads(next(RunLayout(run).scores_dir("classic-v1").rglob("Synth_*.json")).read_text())
+    assert case["protocol_sha256"] == s["protocol_sha256"]
+
+
 def test_missing_and_bad_predictions_name_the_case(runs, tmp_path):
     run = shutil.copytree(runs / "hold", tmp_path / "partial")
     case_dir = next((run / "static").iterdir())
