@@ -166,14 +166,14 @@ def protocol_of(model) -> dict:
             "sampling": "np.linspace(0, T-1, num_frames).round(); centre crop to the aspect ratio; area resize"}  # fmt: skip
 
 
-def _frames(view, idx: np.ndarray, box, out_size) -> np.ndarray:
+def sampled_frames(view, idx: np.ndarray, box, out_size) -> np.ndarray:
     """The view's frames at ``idx``, cropped and resized: ``[n, h, w, 3]`` uint8 (one decode pass)."""
     wanted = set(idx.tolist())
     picked = {t: crop_resize(f, box, out_size) for t, f in enumerate(view.frames()) if t in wanted}
     return np.stack([picked[t] for t in idx.tolist()])
 
 
-def _masks(view, idx: np.ndarray, box, out_size) -> np.ndarray:
+def sampled_masks(view, idx: np.ndarray, box, out_size) -> np.ndarray:
     """The view's masks at ``idx``, cropped and resized (nearest): ``[n, h, w]`` bool."""
     return np.stack([crop_resize(view.mask(t), box, out_size, nearest=True) > 0 for t in idx.tolist()])
 
@@ -197,8 +197,8 @@ def infer_case(key: tuple[str, str], opts: InferOptions) -> None:
     out_size = target_size((w0, h0), resolution)
     cams_out = _cameras(target, idx, box, out_size)
     if getattr(model, "uses_ground_truth", False):
-        model.ground_truth = (_frames(target, idx, box, out_size), _masks(target, idx, box, out_size))
-    sample = ModelInput(uid=case_id, input_frames=_frames(source, idx, box, out_size).astype(np.float32) / 255.0,
+        model.ground_truth = (sampled_frames(target, idx, box, out_size), sampled_masks(target, idx, box, out_size))
+    sample = ModelInput(uid=case_id, input_frames=sampled_frames(source, idx, box, out_size).astype(np.float32) / 255.0,
                         input_cameras=_cameras(source, idx, box, out_size), target_cameras=cams_out)  # fmt: skip
     try:
         out = model.predict(sample)

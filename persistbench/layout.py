@@ -625,11 +625,17 @@ class RunLayout:
     def case_dir(self, subset: str, case_id: str) -> Path:
         return self.root / subset / case_id
 
+    def frames_dir(self, subset: str, case_id: str) -> Path:
+        return self.case_dir(subset, case_id) / FRAMES_DIR
+
+    def masks_dir(self, subset: str, case_id: str) -> Path:
+        return self.case_dir(subset, case_id) / MASKS_DIR
+
     def frame_path(self, subset: str, case_id: str, index: int) -> Path:
-        return self.case_dir(subset, case_id) / FRAMES_DIR / frame_name(index)
+        return self.frames_dir(subset, case_id) / frame_name(index)
 
     def mask_path(self, subset: str, case_id: str, index: int) -> Path:
-        return self.case_dir(subset, case_id) / MASKS_DIR / mask_name(index)
+        return self.masks_dir(subset, case_id) / mask_name(index)
 
     def case_json(self, subset: str, case_id: str) -> Path:
         return self.case_dir(subset, case_id) / "case.json"

@@ -25,7 +25,7 @@ import numpy as np
 
 from . import __version__, metrics, runner
 from .errors import PersistbenchError
-from .infer import case_done, crop_resize
+from .infer import case_done, crop_resize, sampled_frames, sampled_masks
 from .layout import STATE_DIR, Case, Dataset, RunLayout, list_images, read_image, read_json, write_json, write_text
 from .segment import TemplateTracker
 
@@ -78,11 +78,11 @@ def _nan_to_none(values) -> list:
     return [None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v) for v in values]
 
 
-def _mean(values: list, selected: np.ndarray) -> tuple[float | None, int, int]:
-    """Mean of the selected non-NaN values, the number of values used and of NaNs skipped."""
+def _mean(values: list, selected: np.ndarray) -> tuple[float | None, int]:
+    """Mean of the selected non-NaN values and the number of NaNs skipped."""
     picked = [v for v, s in zip(values, selected) if s]
     valid = [v for v in picked if v is not None]
-    return (float(np.mean(valid)) if valid else None), len(valid), len(picked) - len(valid)
+    return (float(np.mean(valid)) if valid else None), len(picked) - len(valid)
 
 
 @functools.lru_cache(maxsize=2)
@@ -100,17 +100,15 @@ def score_case(case: Case, run: RunLayout, protocol: Protocol, wanted: tuple[str
     idx = [int(i) for i in info["frame_indices"]]
     if not idx or max(idx) >= case.n_frames or min(idx) < 0:
         raise PersistbenchError(f"{case.case_id}: frame indices do not fit the case's {case.n_frames} frames")
-    pred_paths = list_images(run.case_dir(case.subset, case.case_id) / "frames")
+    pred_paths = list_images(run.frames_dir(case.subset, case.case_id))
     if len(pred_paths) != len(idx):
         raise PersistbenchError(f"{case.case_id}: {len(pred_paths)} predicted frames, case.json lists {len(idx)}")
     size = protocol.eval_size
     gt_view = case.view("center")
     h0, w0 = gt_view.mask(0).shape
     box = (0, 0, w0, h0)
-    wanted_set = set(idx)
-    gt_frames = {t: crop_resize(f, box, size) for t, f in enumerate(gt_view.frames()) if t in wanted_set}
-    gt = np.stack([gt_frames[t] for t in idx])
-    gt_masks = np.stack([crop_resize(gt_view.mask(t), box, size, nearest=True) > 0 for t in idx])
+    gt = sampled_frames(gt_view, np.asarray(idx), box, size)
+    gt_masks = sampled_masks(gt_view, np.asarray(idx), box, size)
     preds = []
     for p in pred_paths:
         image = read_image(p)
@@ -133,8 +131,7 @@ def score_case(case: Case, run: RunLayout, protocol: Protocol, wanted: tuple[str
             lpips_note = lpips
         else:
             per_frame["lpips"] = list(lpips(preds, gt, gt_masks))
-    mask_dir = run.case_dir(case.subset, case.case_id) / "masks"
-    mask_paths = list_images(mask_dir)
+    mask_paths = list_images(run.masks_dir(case.subset, case.case_id))
     if mask_paths:
         source = "model"
         pred_masks = []
@@ -162,7 +159,7 @@ def score_case(case: Case, run: RunLayout, protocol: Protocol, wanted: tuple[str
     for split in SPLITS:
         means[split], counts[split] = {}, {"frames": int(sel[split].sum())}
         for name, values in per_frame.items():
-            mean, n, nan = _mean(values, sel[split])
+            mean, nan = _mean(values, sel[split])
             means[split][name] = mean
             counts[split][f"{name}_nan"] = nan
     return {
