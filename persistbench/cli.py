@@ -204,21 +204,31 @@ def infer(model_spec, dataset, output, model_config, device, limit, subset, shar
 @click.option("--device", default="cpu", show_default=True, help="For LPIPS.")
 @click.option("--lpips-weights", default=None, type=click.Path(dir_okay=False, exists=True),
               help="torchvision AlexNet weights (default: $TORCH_HOME/hub/checkpoints/alexnet-owt-7be5be79.pth).")
+@click.option("--allow-download", is_flag=True, help="Download the AlexNet weights into the torch hub cache if missing.")
 @click.option("--workers", type=click.IntRange(1), default=1, show_default=True)
+@click.option("--shard", default=None, metavar="K/N", help="Score every N-th case from the K-th; then --aggregate-only.")
+@click.option("--resume", is_flag=True, help="Keep per-case scores that are up to date (same protocol, metrics, prediction).")
 @click.option("--allow-partial", is_flag=True, help="Score the predicted cases even if some are missing (stated in every output).")
 @click.option("--aggregate-only", is_flag=True, help="Recompute the aggregates from the per-case files.")
 @click.option("--no-progress", is_flag=True)
-def score(pred, dataset, protocol, metric_list, eval_size, device, lpips_weights, workers, allow_partial, aggregate_only,
-          no_progress) -> None:  # fmt: skip
+def score(pred, dataset, protocol, metric_list, eval_size, device, lpips_weights, allow_download, workers, shard, resume, allow_partial,
+          aggregate_only, no_progress) -> None:  # fmt: skip
     """Score a run: masked PSNR/SSIM/LPIPS, IoU, presence and continuity on visible and off-screen frames.
 
+    Reads our layout (runs/NAME from `persistbench infer`) and the public toolkit's
+    inference output (<uid>/prediction/00000.png with run.json's eval_length and
+    eval_reso; pass --dataset).
+
     \b
-    Example:
+    Examples:
       persistbench score --pred runs/reproject
+      persistbench score --pred runs/reproject --shard 0/2 & persistbench score --pred runs/reproject --shard 1/2
+      persistbench score --pred runs/reproject --aggregate-only
     """
     from pathlib import Path
 
     from .layout import RunLayout, read_json
+    from .runner import Shard
     from .score import LOCALISATION, MASKED, ScoreOptions, score as run_score
 
     wanted = tuple(m.strip() for m in metric_list.split(",") if m.strip())
@@ -227,11 +237,18 @@ def score(pred, dataset, protocol, metric_list, eval_size, device, lpips_weights
         raise click.BadParameter(f"unknown metrics {sorted(unknown)}", param_hint="--metrics")
     if dataset is None:
         dataset = read_json(RunLayout(Path(pred)).run_json).get("dataset", {}).get("root")
+        if dataset is None:
+            raise click.UsageError(f"{pred}/run.json names no dataset: pass --dataset")
     size = _size(None, None, eval_size) if eval_size else None  # "HxW": here the first number is the height
     opts = ScoreOptions(pred=Path(pred), dataset=Path(dataset), protocol=protocol, metrics=wanted, device=device,
-                        lpips_weights=lpips_weights, eval_size=size)  # fmt: skip
-    summary = run_score(opts, workers=workers, allow_partial=allow_partial, aggregate_only=aggregate_only,
-                        progress=not no_progress)  # fmt: skip
+                        lpips_weights=lpips_weights, allow_download=allow_download, eval_size=size)  # fmt: skip
+    if shard and aggregate_only:
+        raise click.UsageError("--shard scores cases; --aggregate-only then combines all shards: use them in separate calls")
+    summary = run_score(opts, workers=workers, shard=Shard.parse(shard) if shard else None, resume=resume,
+                        allow_partial=allow_partial, aggregate_only=aggregate_only, progress=not no_progress)  # fmt: skip
+    if summary is None:
+        click.echo(f"shard {shard} scored; when every shard is done: persistbench score --pred {pred} --aggregate-only")
+        return
     click.echo(RunLayout(Path(pred)).summary_md(summary["protocol"]).read_text(), nl=False)
 
 

@@ -129,7 +129,9 @@ def continuity(pred_mask: np.ndarray, ref_mask: np.ndarray, scale: float) -> flo
 # ---------------------------------------------------------------- LPIPS (the `lpips` extra)
 
 ALEXNET_FILE = "alexnet-owt-7be5be79.pth"  # torchvision's AlexNet weights, as the torch hub caches them
-LPIPS_FIX = 'pip install -e ".[lpips]" and put ' + ALEXNET_FILE + " in $TORCH_HOME/hub/checkpoints (or pass --lpips-weights FILE)"
+ALEXNET_URL = "https://download.pytorch.org/models/" + ALEXNET_FILE  # PERSISTBENCH_ALEXNET_URL overrides (a mirror)
+LPIPS_FIX = ('pip install -e ".[lpips]" and put ' + ALEXNET_FILE + " in $TORCH_HOME/hub/checkpoints "
+             "(or pass --lpips-weights FILE, or --allow-download to fetch it)")  # fmt: skip
 
 
 class LpipsUnavailable(RuntimeError):
@@ -141,13 +143,16 @@ class Lpips:
 
     The AlexNet backbone comes from ``weights`` or the torch hub cache
     (``$TORCH_HOME/hub/checkpoints/alexnet-owt-7be5be79.pth``); nothing is
-    downloaded. ``random_backbone`` skips it (tests only: the scores mean nothing).
+    downloaded unless ``allow_download``, which fetches the file into that cache
+    and checks its sha256 prefix (``7be5be79``). ``random_backbone`` skips it
+    (tests only: the scores mean nothing).
 
     Raises:
         LpipsUnavailable: the extra is not installed or the weights are missing.
     """
 
-    def __init__(self, device: str = "cpu", weights: str | None = None, random_backbone: bool = False):
+    def __init__(self, device: str = "cpu", weights: str | None = None, random_backbone: bool = False,
+                 allow_download: bool = False):  # fmt: skip
         try:
             import lpips
             import torch
@@ -156,13 +161,20 @@ class Lpips:
         self.torch, self.device = torch, device
         self.model = lpips.LPIPS(net="alex", version="0.1", spatial=True, pretrained=True, pnet_rand=True, verbose=False)
         if not random_backbone:
-            self._load_backbone(weights)
+            self._load_backbone(weights, allow_download)
         self.model = self.model.to(device).eval()
 
-    def _load_backbone(self, weights: str | None) -> None:
+    def _load_backbone(self, weights: str | None, allow_download: bool) -> None:
         import os
 
         path = weights or os.path.join(self.torch.hub.get_dir(), "checkpoints", ALEXNET_FILE)
+        if not os.path.isfile(path) and allow_download and not weights:
+            url = os.environ.get("PERSISTBENCH_ALEXNET_URL", ALEXNET_URL)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            try:  # torch writes a temporary file and renames it only when the hash prefix matches
+                self.torch.hub.download_url_to_file(url, path, hash_prefix=ALEXNET_FILE.split("-")[-1][:8], progress=False)
+            except (OSError, RuntimeError, ValueError) as e:
+                raise LpipsUnavailable(f"AlexNet weights could not be downloaded from {url}: {e}".splitlines()[0]) from None
         if not os.path.isfile(path):
             raise LpipsUnavailable(f"AlexNet weights not found at {path}: {LPIPS_FIX}")
         state = self.torch.load(path, map_location="cpu", weights_only=True)

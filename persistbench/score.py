@@ -25,8 +25,8 @@ import numpy as np
 
 from . import __version__, metrics, runner
 from .errors import PersistbenchError
-from .infer import case_done, crop_resize, sampled_frames, sampled_masks
-from .layout import STATE_DIR, Case, Dataset, RunLayout, list_images, read_image, read_json, write_json, write_text
+from .infer import case_done, crop_box, crop_resize, dataset_fingerprint, sample_indices, sampled_frames, sampled_masks, target_size
+from .layout import STATE_DIR, Case, Dataset, RunLayout, list_images, read_image, read_json, sha256_file, write_json, write_text
 from .segment import TemplateTracker
 
 MASKED = ("psnr", "ssim", "lpips")
@@ -86,36 +86,83 @@ def _mean(values: list, selected: np.ndarray) -> tuple[float | None, int]:
 
 
 @functools.lru_cache(maxsize=2)
-def _lpips(device: str, weights: str | None) -> metrics.Lpips | str:
+def _lpips(device: str, weights: str | None, allow_download: bool) -> metrics.Lpips | str:
     """The LPIPS scorer, or the reason it is unavailable (loaded once per process)."""
     try:
-        return metrics.Lpips(device, weights)
+        return metrics.Lpips(device, weights, allow_download=allow_download)
     except metrics.LpipsUnavailable as e:
         return str(e)
 
 
-def score_case(case: Case, run: RunLayout, protocol: Protocol, wanted: tuple[str, ...], lpips) -> dict:
-    """Per-frame metrics of one predicted case; raises :class:`PersistbenchError` on a bad prediction."""
+@dataclass(frozen=True)
+class Prediction:
+    """A run's prediction of one case, in our layout or the public toolkit's."""
+
+    frame_indices: list[int]  # into the case's frames
+    frames: list[Path]
+    masks: list[Path]  # empty: the tracker localises
+    size: tuple[int, int] | None  # (w, h) every frame must have; None: any, but all equal
+    crop: tuple[int, int, int, int]  # (x0, y0, w, h) of the ground truth the model was asked for
+    digest: str  # identity of the prediction's files, recorded in the scores (for --resume)
+
+
+def is_public(run_info: dict) -> bool:
+    """The public toolkit's inference output: ``run.json`` with ``eval_length``/``eval_reso``."""
+    return "eval_length" in run_info
+
+
+def read_prediction(run: RunLayout, run_info: dict, case: Case) -> Prediction | None:
+    """The prediction of ``case``, or None when the run has none."""
+    h0, w0 = case.view("center").mask(0).shape
+    if is_public(run_info):
+        frames = list_images(run.public_prediction_dir(case.case_id))
+        if not frames:
+            return None
+        reso = tuple(int(v) for v in run_info.get("eval_reso") or (-1, -1))  # (height, width)
+        idx = sample_indices(case.n_frames, int(run_info["eval_length"]))
+        digest = hashlib.sha256()
+        for f in frames:
+            digest.update(f.name.encode() + b"\0" + bytes.fromhex(sha256_file(f)))
+        size = target_size((w0, h0), reso) if min(reso) > 0 else None
+        return Prediction(idx.tolist(), frames, [], size, crop_box((w0, h0), reso), digest.hexdigest())
+    if not case_done(run, case.subset, case.case_id):
+        return None
     info = read_json(run.case_json(case.subset, case.case_id))
-    idx = [int(i) for i in info["frame_indices"]]
+    return Prediction([int(i) for i in info["frame_indices"]], list_images(run.frames_dir(case.subset, case.case_id)),
+                      list_images(run.masks_dir(case.subset, case.case_id)), tuple(info["size"]),
+                      tuple(info.get("crop") or (0, 0, w0, h0)), sha256_file(run.case_json(case.subset, case.case_id)))  # fmt: skip
+
+
+def _read_all(paths: list[Path], size: tuple[int, int] | None, eval_size: tuple[int, int], gray: bool) -> np.ndarray:
+    """Images resized to ``eval_size``; each must be ``size`` (or, if None, the size of the first)."""
+    out = []
+    for p in paths:
+        image = read_image(p, gray=gray)
+        got = (image.shape[1], image.shape[0])
+        size = size or got
+        if got != tuple(size):
+            raise PersistbenchError(f"{p}: {got[0]}x{got[1]}, expected {size[0]}x{size[1]}")
+        out.append(crop_resize(image, (0, 0, *got), eval_size, nearest=gray))
+    return np.stack(out)
+
+
+def score_case(case: Case, pred: Prediction, protocol: Protocol, wanted: tuple[str, ...], lpips) -> dict:
+    """Per-frame metrics of one predicted case; raises :class:`PersistbenchError` on a bad prediction.
+
+    ``lpips`` is a :class:`metrics.Lpips`, or the reason it is unavailable (str).
+    """
+    idx = pred.frame_indices
     if not idx or max(idx) >= case.n_frames or min(idx) < 0:
         raise PersistbenchError(f"{case.case_id}: frame indices do not fit the case's {case.n_frames} frames")
-    pred_paths = list_images(run.frames_dir(case.subset, case.case_id))
-    if len(pred_paths) != len(idx):
-        raise PersistbenchError(f"{case.case_id}: {len(pred_paths)} predicted frames, case.json lists {len(idx)}")
+    if len(pred.frames) != len(idx):
+        raise PersistbenchError(f"{case.case_id}: {len(pred.frames)} predicted frames, expected {len(idx)}")
+    if pred.masks and len(pred.masks) != len(idx):
+        raise PersistbenchError(f"{case.case_id}: {len(pred.masks)} predicted masks, expected {len(idx)}")
     size = protocol.eval_size
     gt_view = case.view("center")
-    h0, w0 = gt_view.mask(0).shape
-    box = (0, 0, w0, h0)
-    gt = sampled_frames(gt_view, np.asarray(idx), box, size)
-    gt_masks = sampled_masks(gt_view, np.asarray(idx), box, size)
-    preds = []
-    for p in pred_paths:
-        image = read_image(p)
-        if image.shape[:2] != tuple(info["size"][::-1]):
-            raise PersistbenchError(f"{p}: {image.shape[1]}x{image.shape[0]}, case.json says {info['size'][0]}x{info['size'][1]}")
-        preds.append(crop_resize(image, (0, 0, image.shape[1], image.shape[0]), size))
-    preds = np.stack(preds)
+    gt = sampled_frames(gt_view, np.asarray(idx), pred.crop, size)
+    gt_masks = sampled_masks(gt_view, np.asarray(idx), pred.crop, size)
+    preds = _read_all(pred.frames, pred.size, size, gray=False)
 
     vis = np.asarray(case.visibility()["view_0_visibility"])
     visible, invisible = frame_sets(vis, protocol)
@@ -131,13 +178,9 @@ def score_case(case: Case, run: RunLayout, protocol: Protocol, wanted: tuple[str
             lpips_note = lpips
         else:
             per_frame["lpips"] = list(lpips(preds, gt, gt_masks))
-    mask_paths = list_images(run.masks_dir(case.subset, case.case_id))
-    if mask_paths:
+    if pred.masks:
         source = "model"
-        pred_masks = []
-        for p in mask_paths:
-            m = read_image(p, gray=True)
-            pred_masks.append(crop_resize(m, (0, 0, m.shape[1], m.shape[0]), size, nearest=True) > 0)
+        pred_masks = list(_read_all(pred.masks, pred.size, size, gray=True) > 0)
     else:
         tracker = TemplateTracker()
         source = tracker.name
@@ -168,6 +211,7 @@ def score_case(case: Case, run: RunLayout, protocol: Protocol, wanted: tuple[str
         "metrics": per_frame, "means": means, "counts": counts,
         "mask_source": source, "lost": lost, "lpips_unavailable": lpips_note,
         "protocol": protocol.name, "protocol_sha256": protocol.sha256,
+        "requested": list(wanted), "prediction_sha256": pred.digest,
     }  # fmt: skip
 
 
@@ -179,45 +223,72 @@ class ScoreOptions:
     metrics: tuple[str, ...] = MASKED + LOCALISATION
     device: str = "cpu"
     lpips_weights: str | None = None
+    allow_download: bool = False  # the AlexNet weights, into the torch hub cache
     eval_size: tuple[int, int] | None = None  # (height, width); None: the protocol's
 
 
-def _score_one(key: tuple[str, str], opts: ScoreOptions) -> None:
+def _lpips_for(opts: ScoreOptions):
+    return _lpips(opts.device, opts.lpips_weights, opts.allow_download) if "lpips" in opts.metrics else None
+
+
+def _score_one(key: tuple[str, str], opts: ScoreOptions, run_info: dict) -> None:
     protocol = load_protocol(opts.protocol, opts.eval_size)
     run = RunLayout(opts.pred)
     case = Dataset(opts.dataset).case(*key)
-    lpips = _lpips(opts.device, opts.lpips_weights) if "lpips" in opts.metrics else None
-    write_json(run.case_scores(protocol.name, *key), score_case(case, run, protocol, opts.metrics, lpips))
+    pred = read_prediction(run, run_info, case)
+    if pred is None:
+        raise PersistbenchError(f"{case.case_id}: the prediction disappeared while scoring")
+    write_json(run.case_scores(protocol.name, *key), score_case(case, pred, protocol, opts.metrics, _lpips_for(opts)))
 
 
-def _scored(run: RunLayout, protocol: Protocol, subset: str, case_id: str) -> bool:
+def _up_to_date(run: RunLayout, protocol: Protocol, opts: ScoreOptions, run_info: dict, case: Case, lpips_note) -> bool:
+    """``--resume``: the case's scores exist for this protocol, these metrics, this prediction and LPIPS state."""
     try:
-        return read_json(run.case_scores(protocol.name, subset, case_id)).get("protocol_sha256") == protocol.sha256
+        old = read_json(run.case_scores(protocol.name, case.subset, case.case_id))
     except PersistbenchError:
         return False
+    pred = read_prediction(run, run_info, case)
+    return (pred is not None and old.get("protocol_sha256") == protocol.sha256 and old.get("requested") == list(opts.metrics)
+            and old.get("prediction_sha256") == pred.digest and old.get("lpips_unavailable") == lpips_note)  # fmt: skip
 
 
-def score(opts: ScoreOptions, workers: int = 1, allow_partial: bool = False, aggregate_only: bool = False,
-          progress: bool = True) -> dict:  # fmt: skip
-    """Score every case of the dataset that the run predicted; write per-case files and aggregates; return the summary."""
+def score(opts: ScoreOptions, workers: int = 1, shard: runner.Shard | None = None, resume: bool = False,
+          allow_partial: bool = False, aggregate_only: bool = False, progress: bool = True) -> dict | None:  # fmt: skip
+    """Score every case of the dataset that the run predicted; write per-case files and aggregates; return the summary.
+
+    With ``shard``, only that shard's cases are scored and no aggregates are written (None is
+    returned): run ``aggregate_only`` once every shard is done. Without ``resume`` every selected
+    case is scored again; with it, cases whose scores are up to date are kept.
+    """
     run = RunLayout(opts.pred)
     protocol = load_protocol(opts.protocol, opts.eval_size)
     run_info = read_json(run.run_json)
-    cases = Dataset(opts.dataset).cases()
-    missing = [c.case_id for c in cases if not case_done(run, c.subset, c.case_id)]
+    ds = Dataset(opts.dataset)
+    fingerprint = dataset_fingerprint(ds)
+    recorded = run_info.get("dataset", {}).get("fingerprint")
+    if recorded and recorded != fingerprint:
+        raise PersistbenchError(f"{run.run_json}: predicted on a dataset with fingerprint {recorded[:12]}, "
+                                f"but {ds.root} has {fingerprint[:12]}; pass the dataset the run was made on")  # fmt: skip
+    cases = runner.select(ds.cases(), lambda c: c.subset, shard=shard)
+    missing = [c.case_id for c in cases if read_prediction(run, run_info, c) is None]
     if missing and not allow_partial:
         more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
         raise PersistbenchError(f"{run.root}: no prediction for {', '.join(missing[:3])}{more}; --allow-partial scores the rest")
-    keys = [(c.subset, c.case_id) for c in cases if c.case_id not in set(missing)]
+    present = [c for c in cases if c.case_id not in set(missing)]
     if not aggregate_only:
-        job = runner.Job(functools.partial(_score_one, opts=opts), run.scores_dir(protocol.name) / STATE_DIR)
-        outcomes = runner.run(keys, key_of=lambda k: k[1], job=job, is_done=lambda k: _scored(run, protocol, *k),
-                              workers=workers, desc="score", progress=progress)  # fmt: skip
+        note = _lpips_for(opts) if resume else None
+        done = {c.case_id for c in present if _up_to_date(run, protocol, opts, run_info, c, note if isinstance(note, str) else None)} \
+            if resume else set()  # fmt: skip
+        job = runner.Job(functools.partial(_score_one, opts=opts, run_info=run_info), run.scores_dir(protocol.name) / STATE_DIR)
+        outcomes = runner.run([(c.subset, c.case_id) for c in present], key_of=lambda k: k[1], job=job,
+                              is_done=lambda k: k[1] in done, workers=workers, desc="score", progress=progress)  # fmt: skip
         failed = [o for o in outcomes if o.status == "failed"]
         if failed:
             raise PersistbenchError(f"{run.root}: {len(failed)} case(s) could not be scored:\n{runner.summary(outcomes)}")
-    results = [read_json(run.case_scores(protocol.name, *k)) for k in keys]
-    return write_aggregates(run, protocol, run_info, results, missing)
+    if shard is not None:
+        return None
+    results = [read_json(run.case_scores(protocol.name, c.subset, c.case_id)) for c in present]
+    return write_aggregates(run, protocol, {**run_info, "fingerprint": fingerprint}, results, missing)
 
 
 def aggregate(results: list[dict]) -> dict:
@@ -244,9 +315,10 @@ def write_aggregates(run: RunLayout, protocol: Protocol, run_info: dict, results
     """``results.json``, ``summary.json``, ``leaderboard.csv`` and ``summary.md`` from the per-case results."""
     unavailable = sorted({r["lpips_unavailable"] for r in results if r.get("lpips_unavailable")})
     header = {
-        "run": run.root.name, "model": run_info.get("model"), "oracle": bool(run_info.get("oracle")),
+        "run": run.root.name, "model": run_info.get("model", "public toolkit output" if is_public(run_info) else None),
+        "oracle": bool(run_info.get("oracle")),
         "protocol": protocol.name, "protocol_sha256": protocol.sha256,
-        "dataset_fingerprint": run_info.get("dataset", {}).get("fingerprint"),
+        "dataset_fingerprint": run_info["fingerprint"],
         "mask_source": sorted({r["mask_source"] for r in results}), "partial": bool(missing), "missing_cases": missing,
         "lpips_unavailable": unavailable[0] if unavailable else None, "toolkit_version": __version__,
     }  # fmt: skip

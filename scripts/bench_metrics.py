@@ -5,6 +5,9 @@ continuity. Reference path: ``structural_similarity(..., full=True)`` averaged
 over the mask, ``peak_signal_noise_ratio`` on the mask's pixels, and the same
 IoU/continuity. The object mask covers about 10% of the frame. Prints medians,
 the ratio and the projected time of a 2,000-case run (60 scored frames each).
+Then the tracker (runs when a model gives no masks): our coarse-to-fine
+search against OpenCV's full-resolution masked ``matchTemplate``, and batched
+LPIPS against one lpips call per frame.
 
 Run: ``python scripts/bench_metrics.py [--frames 40]``.
 """
@@ -83,6 +86,51 @@ def bench_lpips(data, batch: int = 8) -> None:
         print(f"LPIPS {name:16s} {sec * 1e3:9.2f} ms/frame {med['lpips per frame'] / sec:6.2f}x vs per frame (CPU, 1 thread)")
 
 
+def bench_tracker(n: int = 20) -> float:
+    """Our coarse-to-fine tracker against a full-resolution masked matchTemplate search; returns our s/frame."""
+    import cv2
+
+    from persistbench.segment import TemplateTracker
+
+    rng = np.random.default_rng(1)
+    base = (cv2.GaussianBlur(rng.random((H, W, 3)), (0, 0), 3) * 255).astype(np.uint8)
+    obj = (rng.random((158, 158, 3)) * 255).astype(np.uint8)
+    yy, xx = np.ogrid[:158, :158]
+    disk = (yy - 79) ** 2 + (xx - 79) ** 2 <= 79**2  # ~10% of the frame
+    frames, truth = [], []
+    for i in range(n):
+        f = base.copy()
+        y, x = 40 + (7 * i) % 180, 30 + (13 * i) % 320
+        f[y : y + 158, x : x + 158][disk] = obj[disk]
+        frames.append(f)
+        truth.append((x, y))
+    ref_mask = np.zeros((H, W), bool)
+    ref_mask[truth[0][1] : truth[0][1] + 158, truth[0][0] : truth[0][0] + 158] = disk
+    tracker = TemplateTracker()
+    template = frames[0][truth[0][1] : truth[0][1] + 158, truth[0][0] : truth[0][0] + 158].astype(np.float32)
+    weight = disk.astype(np.float32)
+
+    def full(frame):
+        score = cv2.matchTemplate(frame.astype(np.float32), template, cv2.TM_CCOEFF_NORMED, mask=weight)
+        return cv2.minMaxLoc(score)[3]
+
+    times = {"ours (coarse to fine)": [], "full-resolution search": []}
+    agree = 0
+    for f, (x, y) in zip(frames, truth):
+        t = time.perf_counter()
+        (m,) = tracker.track(f[None], frames[0], ref_mask)
+        times["ours (coarse to fine)"].append(time.perf_counter() - t)
+        t = time.perf_counter()
+        loc = full(f)
+        times["full-resolution search"].append(time.perf_counter() - t)
+        agree += m is not None and (np.nonzero(m)[1].min(), np.nonzero(m)[0].min()) == loc == (x, y)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    for name, sec in med.items():
+        print(f"tracker {name:24s} {sec * 1e3:8.2f} ms/frame {med['full-resolution search'] / sec:6.2f}x vs full search")
+    print(f"tracker: both found the exact position on {agree}/{n} frames")
+    return med["ours (coarse to fine)"]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--frames", type=int, default=40)
@@ -109,6 +157,8 @@ def main() -> None:
     print(f"largest difference between the two paths: {worst:.2e}")
     print(f"projected classic metrics for 2,000 cases x 60 frames: ours {med['ours'] * 120_000 / 60:.1f} min, "
           f"scikit-image path {med['scikit-image path'] * 120_000 / 60:.1f} min (1 core)")  # fmt: skip
+    tracker = bench_tracker()
+    print(f"projected tracker for 2,000 cases x 60 frames: {tracker * 120_000 / 60:.1f} min (1 core)")
     bench_lpips(data)
 
 

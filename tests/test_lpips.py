@@ -69,3 +69,23 @@ def test_backbone_weights_load_from_a_file(tmp_path, scorer):
     torch.save({"x": torch.zeros(1)}, bad)
     with pytest.raises(metrics.LpipsUnavailable, match="not torchvision AlexNet weights"):
         metrics.Lpips(weights=str(bad))
+
+
+def test_allow_download_checks_the_hash_and_leaves_nothing_behind(tmp_path, monkeypatch):
+    """A mirror (loopback) serving a file that is not the real AlexNet is refused by its sha256 prefix."""
+    import torchvision
+
+    from persistbench.serve import FileServer
+
+    served = tmp_path / "mirror"
+    served.mkdir()
+    torch.save(torchvision.models.alexnet(weights=None).state_dict(), served / metrics.ALEXNET_FILE)
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "home"))
+    with pytest.raises(metrics.LpipsUnavailable, match="not found.*--allow-download"):
+        metrics.Lpips()  # without allow_download nothing is fetched
+    with FileServer(served) as server:
+        monkeypatch.setenv("PERSISTBENCH_ALEXNET_URL", f"{server.url}/{metrics.ALEXNET_FILE}")
+        with pytest.raises(metrics.LpipsUnavailable, match="could not be downloaded.*hash"):
+            metrics.Lpips(allow_download=True)
+        assert [path for path, _ in server.requests if path.endswith(metrics.ALEXNET_FILE)]
+    assert not list((tmp_path / "home").rglob("*.pth*"))

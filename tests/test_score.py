@@ -10,7 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from persistbench.cli import main
-from persistbench.layout import RunLayout
+from persistbench.infer import crop_box, crop_resize, sample_indices
+from persistbench.layout import Dataset, RunLayout, write_image, write_json
 from persistbench.score import frame_sets, load_protocol
 
 
@@ -109,4 +110,100 @@ def test_missing_and_bad_predictions_name_the_case(runs, tmp_path):
     frames = sorted((next((bad / "dynamic").iterdir()) / "frames").iterdir())
     frames[-1].unlink()
     result = CliRunner().invoke(main, ["score", "--no-progress", "--pred", str(bad)])
-    assert result.exit_code == 1 and "59 predicted frames, case.json lists 60" in result.output
+    assert result.exit_code == 1 and "59 predicted frames, expected 60" in result.output
+
+
+def score_cli(*args):
+    result = CliRunner().invoke(main, ["score", "--no-progress", *map(str, args)])
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def test_wrong_sizes_name_the_file(runs, tmp_path):
+    bad = shutil.copytree(runs / "hold", tmp_path / "bad")
+    frame = sorted((next((bad / "static").iterdir()) / "frames").iterdir())[3]
+    write_image(frame, np.zeros((10, 12, 3), np.uint8))
+    result = CliRunner().invoke(main, ["score", "--no-progress", "--pred", str(bad)])
+    assert result.exit_code == 1 and f"{frame}: 12x10, expected 256x192" in result.output
+
+
+def scores_bytes(run):
+    d = RunLayout(run).scores_dir("classic-v1")
+    return {p.relative_to(d).as_posix(): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file() and ".state" not in p.parts}
+
+
+def test_shards_and_workers_give_byte_identical_scores(runs, tmp_path):
+    ref = scores_bytes(runs / "reproject")
+    assert "summary.json" in ref and len([k for k in ref if k.count("/") == 1]) == 8
+    two = shutil.copytree(runs / "reproject", tmp_path / "workers" / "reproject")  # the run is named after its directory
+    shutil.rmtree(RunLayout(two).scores_dir("classic-v1"))
+    score_cli("--pred", two, "--workers", "2")
+    assert scores_bytes(two) == ref
+    sharded = shutil.copytree(runs / "reproject", tmp_path / "sharded" / "reproject")
+    shutil.rmtree(RunLayout(sharded).scores_dir("classic-v1"))
+    out = score_cli("--pred", sharded, "--shard", "1/2").output
+    assert "--aggregate-only" in out and not RunLayout(sharded).summary_json("classic-v1").exists()
+    score_cli("--pred", sharded, "--shard", "0/2")
+    score_cli("--pred", sharded, "--aggregate-only")
+    assert scores_bytes(sharded) == ref
+
+
+def test_resume_keeps_up_to_date_scores_only(runs, tmp_path):
+    run = shutil.copytree(runs / "hold", tmp_path / "resume" / "hold")
+    case_file = sorted(RunLayout(run).scores_dir("classic-v1").glob("static/*.json"))[0]
+    tampered = json.loads(case_file.read_text())
+    tampered["means"]["invisible"]["psnr"] = 1.5
+    case_file.write_text(json.dumps(tampered))
+    score_cli("--pred", run, "--resume")  # up to date: kept, and the aggregate shows it
+    assert json.loads(case_file.read_text())["means"]["invisible"]["psnr"] == 1.5
+    score_cli("--pred", run, "--resume", "--metrics", "psnr,iou")  # other metrics: redone
+    assert json.loads(case_file.read_text())["means"]["invisible"]["psnr"] != 1.5
+    assert json.loads(case_file.read_text())["requested"] == ["psnr", "iou"]
+    score_cli("--pred", run)  # without --resume everything is scored again
+    assert scores_bytes(run) == scores_bytes(runs / "hold")
+
+
+def test_public_toolkit_output_is_scored(sample_ds, tmp_path):
+    """``<uid>/prediction/00000.png`` + run.json with eval_length/eval_reso: the ground truth, sampled and
+    centre-cropped as the public toolkit asks its models, scores perfectly."""
+    run = tmp_path / "public"
+    length, reso = 16, (192, 192)  # a square centre crop of the 256x192 views, not resized
+    write_json(run / "run.json", {"eval_length": length, "eval_reso": list(reso)})
+    for case in Dataset(sample_ds).cases():
+        view = case.view("center")
+        box = crop_box((view.mask(0).shape[1], view.mask(0).shape[0]), reso)
+        for i, t in enumerate(sample_indices(case.n_frames, length)):
+            write_image(RunLayout(run).public_prediction_dir(case.case_id) / f"{i:05d}.png",
+                        crop_resize(view.frame(t), box, reso[::-1]))  # fmt: skip
+    result = CliRunner().invoke(main, ["score", "--no-progress", "--pred", str(run), "--metrics", "psnr,iou"])
+    assert result.exit_code == 2 and "pass --dataset" in result.output
+    score_cli("--pred", run, "--dataset", sample_ds, "--metrics", "psnr,iou")
+    s = summary(run)
+    assert s["model"] == "public toolkit output" and s["mask_source"] == ["template-ncc-v1"]
+    for split in ("visible", "invisible"):
+        assert s["subsets"]["all"][split]["psnr"]["mean"] == 100.0 and s["subsets"]["all"][split]["psnr"]["cases"] == 8
+    case = json.loads(next(RunLayout(run).scores_dir("classic-v1").rglob("Synth_*.json")).read_text())
+    assert case["frame_indices"] == sample_indices(60, length).tolist()
+
+
+def test_the_tracker_localises_baseline_predictions(runs, sample_ds):
+    """reproject shows the object where the input view saw it: followed (IoU > 0.5) on the visible frames;
+    hold shows the input view, which holds no object while it looks away: lost there."""
+    cases = {c.case_id: c for c in Dataset(sample_ds).cases()}
+    for path in RunLayout(runs / "reproject").scores_dir("classic-v1").glob("*/Synth_*.json"):
+        r = json.loads(path.read_text())
+        assert r["mask_source"] == "template-ncc-v1"
+        assert all(iou > 0.5 for iou, v in zip(r["metrics"]["iou"], r["visible"]) if v), r["uid"]
+    for path in RunLayout(runs / "hold").scores_dir("classic-v1").glob("*/Synth_*.json"):
+        r = json.loads(path.read_text())
+        vis = np.asarray(cases[r["uid"]].visibility()["view_0_visibility"])[r["frame_indices"]]
+        assert (vis == 0).sum() > 5
+        assert all(lost for lost, v in zip(r["lost"], vis) if v == 0), r["uid"]
+
+
+def test_a_different_dataset_is_refused(runs, sample_ds, synth_dir, tmp_path):
+    other = shutil.copytree(sample_ds, tmp_path / "other")
+    with open(other / "cases.jsonl", "a") as f:
+        f.write("\n")
+    result = CliRunner().invoke(main, ["score", "--no-progress", "--pred", str(runs / "hold"), "--dataset", str(other)])
+    assert result.exit_code == 1 and "fingerprint" in result.output
