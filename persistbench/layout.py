@@ -666,3 +666,71 @@ class RunLayout:
     def public_prediction_dir(self, uid: str) -> Path:
         """The public toolkit's inference output: ``<uid>/prediction/00000.png``."""
         return self.root / uid / "prediction"
+
+
+# ---------------------------------------------------------------- the sharded distribution
+
+
+SHARD_RE = re.compile(r"^shard-\d{4}\.tar$")
+_PAIR_FILE_RE = (
+    r"(?:(?:view_0|center)/(?:video\.mp4|camera_params\.npy|masks/mask_\d{4,5}\.png)"
+    r"|visibility_dict\.npy|theta_phi_values\.npy|estimate_input_coverage\.json)"
+)
+_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
+# A member of a shard or a sample file: <subset>/<case_id>/<obj_id>/<pair file>, or one of its directories.
+PAIR_MEMBER_RE = re.compile(
+    rf"^(?:dynamic|static)(?:/{_NAME}(?:/{_NAME}(?:/(?:view_0|center)(?:/masks)?|/{_PAIR_FILE_RE})?)?)?$"
+)
+PAIR_FILE_RE = re.compile(rf"^(?:dynamic|static)/{_NAME}/{_NAME}/{_PAIR_FILE_RE}$")
+
+
+@dataclass(frozen=True)
+class DistributionLayout:
+    """Paths of the sharded distribution (``pack`` writes it, ``fetch`` reads it)::
+
+        shards/shard-0000.tar ...  each expands to <subset>/<case_id>/<obj_id>/...
+        shards/checksums.json      {name: {sha256, bytes}} of every shard and sample file
+        index.json                 pair_id -> {shard, subset, n_frames}
+        pairs.csv                  the same, one row per pair
+        samples/                   a few pairs, unarchived
+        croissant.json             Croissant 1.0 metadata with the RAI fields
+        pack.json                  encoder settings and provenance
+    """
+
+    root: Path
+
+    @property
+    def shards_dir(self) -> Path:
+        return self.root / "shards"
+
+    def shard(self, index: int) -> Path:
+        return self.shards_dir / f"shard-{index:04d}.tar"
+
+    @property
+    def checksums_json(self) -> Path:
+        return self.shards_dir / "checksums.json"
+
+    @property
+    def index_json(self) -> Path:
+        return self.root / "index.json"
+
+    @property
+    def pairs_csv(self) -> Path:
+        return self.root / "pairs.csv"
+
+    @property
+    def samples_dir(self) -> Path:
+        return self.root / "samples"
+
+    @property
+    def croissant_json(self) -> Path:
+        return self.root / "croissant.json"
+
+    @property
+    def pack_json(self) -> Path:
+        return self.root / "pack.json"
+
+
+def pair_dir(subset: str, case_id: str) -> str:
+    """A pair's directory in the distribution, ``<subset>/<case_id>/<obj_id>`` (relative, ``/``)."""
+    return f"{subset}/{case_id}/{CaseId.parse(case_id).obj_id}"

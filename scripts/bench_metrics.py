@@ -58,12 +58,11 @@ def skimage_path(pred, ref, mask, pmask):
 def bench_lpips(data, batch: int = 8) -> None:
     """Our batched masked LPIPS against one lpips call per frame (same network, random backbone)."""
     try:
-        import torch
-
         scorer = metrics.Lpips(random_backbone=True)
     except metrics.LpipsUnavailable as e:
         print(f"LPIPS skipped: {e}")
         return
+    torch = scorer.torch
     torch.set_num_threads(1)
     preds = np.stack([d[0] for d in data[:batch]])
     refs = np.stack([d[1] for d in data[:batch]])
