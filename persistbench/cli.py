@@ -253,6 +253,51 @@ def score(pred, dataset, protocol, metric_list, eval_size, device, lpips_weights
 
 
 @main.command()
+@click.argument("root", type=click.Path(file_okay=False, exists=True))
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="A new directory for the distribution.")
+@click.option("--shard-size", default="1.2GB", show_default=True, help="Target bytes per tar shard (pairs are never split).")
+@click.option("--samples", type=click.IntRange(0), default=4, show_default=True, help="Pairs also kept unarchived in samples/.")
+@click.option("--date", default=None, metavar="YYYY-MM-DD", help="Publication date for croissant.json (default: left out).")
+def pack(root, out, shard_size, samples, date) -> None:
+    """Pack a reconstructed dataset as the sharded distribution (tar shards, checksums, index, Croissant).
+
+    \b
+    Example:
+      persistbench pack reconstructed --out dist --shard-size 1.2GB
+    """
+    from .pack import pack as run_pack, parse_size
+
+    dist = run_pack(root, out, parse_size(shard_size), samples, date)
+    click.echo(f"packed {root} into {dist.root}: {len(list(dist.shards_dir.glob('shard-*.tar')))} shard(s)")
+
+
+@main.command()
+@click.option("--output", required=True, type=click.Path(file_okay=False), help="Dataset root to extract into.")
+@click.option("--repo", default=None, help="Hugging Face dataset repository (default: persistbench/persistbench).")
+@click.option("--revision", default=None, help="Branch, tag or commit; resolved to a commit and recorded.")
+@click.option("--from", "from_dir", default=None, type=click.Path(file_okay=False, exists=True),
+              help="Take the files from a local copy of the distribution instead.")
+@click.option("--include", type=click.Choice(["samples", "all"]), default="all", show_default=True)
+@click.option("--no-progress", is_flag=True)
+def fetch(output, repo, revision, from_dir, include, no_progress) -> None:
+    """Fetch the sharded distribution: verify each shard's sha256, extract it safely; resumable.
+
+    \b
+    Examples:
+      persistbench fetch --include samples --output data
+      persistbench fetch --repo ORG/NAME --revision v1 --output data
+      persistbench fetch --from /mnt/dist --output data
+    """
+    from .fetch import DEFAULT_REPO, fetch as run_fetch, hub_source, local_source
+
+    if from_dir and (repo or revision):
+        raise click.UsageError("--from takes the files from a directory; --repo/--revision name a Hub repository")
+    source = local_source(from_dir) if from_dir else hub_source(repo or DEFAULT_REPO, revision)
+    record = run_fetch(output, source, include, progress=not no_progress)
+    click.echo(f"fetched {record['files']} file(s) into {output}; check them with: persistbench verify {output}")
+
+
+@main.command()
 @click.argument("root", type=click.Path(file_okay=False))
 def verify(root) -> None:
     """Check a dataset against the layout contract; one line per problem.

@@ -117,8 +117,8 @@ class CaseId:
 
 # ---------------------------------------------------------------- atomic writes
 
-_UMASK = os.umask(0)
-os.umask(_UMASK)
+UMASK = os.umask(0)
+os.umask(UMASK)
 
 
 @contextlib.contextmanager
@@ -131,7 +131,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the file the usual permissions
+    os.fchmod(fd, 0o666 & ~UMASK)  # mkstemp makes 0600; give the file the usual permissions
     os.close(fd)
     tmp_path = Path(tmp)
     try:

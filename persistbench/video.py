@@ -166,15 +166,16 @@ def frames_at(
         yield near[1]
 
 
-def encode_video(path: str | os.PathLike, frames: Iterable[np.ndarray], fps: float) -> dict:
+def encode_video(path: str | os.PathLike, frames: Iterable[np.ndarray], fps: float, settings: dict = H264_SETTINGS) -> dict:
     """Encode RGB uint8 frames to an H.264 MP4, atomically and byte-reproducibly.
 
     Args:
         path: output ``.mp4``; written under a temporary name, renamed when ffmpeg succeeds.
         frames: ``(H, W, 3)`` uint8 arrays of one size (even width and height).
         fps: frame rate.
+        settings: codec, crf, preset, pix_fmt and threads (default :data:`H264_SETTINGS`).
     Returns:
-        The encoder settings used (:data:`H264_SETTINGS` plus ``fps``).
+        The encoder settings used (``settings`` plus ``fps``).
     """
     from .layout import atomic_path
 
@@ -183,7 +184,7 @@ def encode_video(path: str | os.PathLike, frames: Iterable[np.ndarray], fps: flo
     if first is None:
         raise ValueError("no frames to encode")
     h, w = first.shape[:2]
-    s = H264_SETTINGS
+    s = settings
     with atomic_path(path) as tmp:
         cmd = [ffmpeg_exe(), "-nostdin", "-y", "-v", "error", "-f", "rawvideo", "-pix_fmt", "rgb24",
                "-s", f"{w}x{h}", "-framerate", repr(float(fps)), "-i", "-",
