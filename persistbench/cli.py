@@ -298,6 +298,68 @@ def fetch(output, repo, revision, from_dir, include, no_progress) -> None:
 
 
 @main.command()
+@click.option("--for", "wanted", type=click.Choice(["all", "download", "infer", "score", "pack", "fetch", "synth", "report", "demo"]),
+              default="all", show_default=True, help="Exit non-zero only when something this command needs is missing.")
+@click.option("--cache", default="cache", show_default=True, type=click.Path(file_okay=False))
+@click.option("--output", default=".", show_default=True, type=click.Path(file_okay=False))
+@click.option("--lpips-weights", default=None, type=click.Path(dir_okay=False))
+def doctor(wanted, cache, output, lpips_weights) -> None:
+    """Check Python, packages, ffmpeg, yt-dlp, a JavaScript runtime, torch/lpips and their weights, CUDA, write access.
+
+    \b
+    Examples:
+      persistbench doctor
+      persistbench doctor --for score
+    """
+    from .doctor import failing, run_checks
+
+    checks = run_checks(cache, output, lpips_weights)
+    bad = failing(checks, wanted)
+    width = max(len(c.name) for c in checks)
+    for c in checks:
+        state = "ok" if c.ok else ("MISSING" if c in bad else "missing")  # upper case: needed for --for
+        line = f"{state:8s} {c.name:{width}s}  {c.detail}"
+        click.echo(line + (f"\n{'':8s} {'':{width}s}  fix: {c.fix}" if c.fix else ""))
+    if bad:
+        click.echo(f"{len(bad)} missing for {wanted}: {', '.join(c.name for c in bad)}")
+        raise SystemExit(1)
+    click.echo(f"ready for {wanted}")
+
+
+@main.command()
+@click.argument("runs", nargs=-1, required=True, type=click.Path(file_okay=False, exists=True))
+@click.option("--out", default="report.html", show_default=True, type=click.Path(dir_okay=False))
+@click.option("--protocol", default="classic-v1", show_default=True)
+def report(runs, out, protocol) -> None:
+    """One self-contained HTML report of scored runs: leaderboard, charts, memory curves, contact sheets.
+
+    \b
+    Example:
+      persistbench report runs/hold runs/reproject --out report.html
+    """
+    from .report import build_report
+
+    click.echo(f"report: {build_report(list(runs), out, protocol)}")
+
+
+@main.command()
+@click.option("--out", default="persistbench-demo", show_default=True, type=click.Path(file_okay=False),
+              help="A new (or empty) directory for everything the demo makes.")
+@click.option("--workers", type=click.IntRange(1), default=2, show_default=True)
+@click.option("--no-progress", is_flag=True)
+def demo(out, workers, no_progress) -> None:
+    """Run everything offline: synth -> loopback server -> download (yt-dlp) -> infer -> score -> report.
+
+    \b
+    Example:
+      persistbench demo --out persistbench-demo
+    """
+    from .demo import demo as run_demo
+
+    run_demo(out, workers=workers, progress=not no_progress, echo=click.echo)
+
+
+@main.command()
 @click.argument("root", type=click.Path(file_okay=False))
 def verify(root) -> None:
     """Check a dataset against the layout contract; one line per problem.

@@ -134,6 +134,15 @@ LPIPS_FIX = ('pip install -e ".[lpips]" and put ' + ALEXNET_FILE + " in $TORCH_H
              "(or pass --lpips-weights FILE, or --allow-download to fetch it)")  # fmt: skip
 
 
+def alexnet_path(weights: str | None = None) -> str:
+    """Where the AlexNet weights are looked for: ``weights``, else ``$TORCH_HOME/hub/checkpoints/`` (needs torch)."""
+    import os
+
+    import torch
+
+    return weights or os.path.join(torch.hub.get_dir(), "checkpoints", ALEXNET_FILE)
+
+
 class LpipsUnavailable(RuntimeError):
     """LPIPS cannot be computed here; the message says why and what fixes it."""
 
@@ -167,7 +176,7 @@ class Lpips:
     def _load_backbone(self, weights: str | None, allow_download: bool) -> None:
         import os
 
-        path = weights or os.path.join(self.torch.hub.get_dir(), "checkpoints", ALEXNET_FILE)
+        path = alexnet_path(weights)
         if not os.path.isfile(path) and allow_download and not weights:
             url = os.environ.get("PERSISTBENCH_ALEXNET_URL", ALEXNET_URL)
             os.makedirs(os.path.dirname(path), exist_ok=True)

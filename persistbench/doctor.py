@@ -1,0 +1,114 @@
+"""``persistbench doctor``: what this machine has for each command, and what fixes what is missing.
+
+Each :class:`Check` says ok or missing, what was found (a version, a path) and
+the fix. ``needed_for`` names the commands that cannot work without it; the
+exit code is non-zero when a check needed by the requested commands fails.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+COMMANDS = ("download", "infer", "score", "pack", "fetch", "synth", "report", "demo")
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str  # what was found, or why it is missing
+    fix: str = ""
+    needed_for: frozenset[str] = field(default_factory=frozenset)  # empty: optional
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _package(dist: str, needed_for: set[str], fix: str) -> Check:
+    v = _version(dist)
+    return Check(dist, v is not None, v or "not installed", "" if v else fix, frozenset(needed_for))
+
+
+def _ffmpeg() -> Check:
+    from .video import ffmpeg_exe
+
+    fix = "pip install imageio-ffmpeg (bundles ffmpeg), or point IMAGEIO_FFMPEG_EXE at an ffmpeg binary"
+    needed = frozenset({"download", "pack", "demo", "synth"})
+    try:
+        exe = ffmpeg_exe()
+        out = subprocess.run([exe, "-version"], capture_output=True, text=True, timeout=30, check=True).stdout
+    except (OSError, RuntimeError, subprocess.SubprocessError) as e:
+        return Check("ffmpeg", False, str(e).splitlines()[0] if str(e) else type(e).__name__, fix, needed)
+    return Check("ffmpeg", True, f"{out.split(' Copyright')[0].strip()} ({exe})", "", needed)
+
+
+def _js_runtime() -> Check:
+    from .sources import js_runtime
+
+    found = js_runtime()
+    return Check("JavaScript runtime (YouTube)", found is not None, f"{found[0]} at {found[1]}" if found else "none on PATH",
+                 "" if found else "install deno (https://deno.com) or Node.js >= 22; only YouTube sources need it")  # fmt: skip
+
+
+def _lpips(weights: str | None) -> list[Check]:
+    fix = 'pip install -e ".[lpips]"'
+    checks = [_package(d, {"score"}, fix) for d in ("torch", "torchvision", "lpips")]
+    if not all(c.ok for c in checks):
+        return [Check(c.name, c.ok, c.detail, c.fix) for c in checks]  # without torch, LPIPS is stated unavailable
+    from .metrics import ALEXNET_FILE, alexnet_path
+
+    path = alexnet_path(weights)
+    found = os.path.isfile(path)
+    checks.append(Check("LPIPS AlexNet weights", found, path if found else f"not found at {path}",
+                        "" if found else f"put {ALEXNET_FILE} there (or pass --lpips-weights FILE, or score --allow-download)"))  # fmt: skip
+    import torch
+
+    cuda = torch.cuda.is_available()
+    checks.append(Check("CUDA", cuda, torch.cuda.get_device_name(0) if cuda else "no CUDA device (LPIPS runs on the CPU)",
+                        "" if cuda else "optional: a CUDA build of torch and a GPU make LPIPS faster"))  # fmt: skip
+    return checks
+
+
+def _writable(label: str, directory: Path, needed_for: set[str]) -> Check:
+    probe = directory
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        with tempfile.TemporaryFile(dir=probe):
+            pass
+    except OSError as e:
+        return Check(label, False, f"{directory}: {e.strerror}", "choose a writable directory", frozenset(needed_for))
+    return Check(label, True, f"{directory} (writable)", "", frozenset(needed_for))
+
+
+def run_checks(cache: str | os.PathLike = "cache", output: str | os.PathLike = ".", lpips_weights: str | None = None) -> list[Check]:
+    """Every check, in a fixed order."""
+    py = sys.version_info
+    checks = [Check("python", py >= (3, 10), sys.version.split()[0], "" if py >= (3, 10) else "Python >= 3.10",
+                    frozenset(COMMANDS))]  # fmt: skip
+    checks.append(_package("persistbench", set(COMMANDS), 'pip install -e .'))
+    core = {"numpy": {"download", "infer", "score"}, "opencv-python-headless": {"download", "infer", "score"},
+            "yt-dlp": {"download", "demo"}, "huggingface_hub": {"fetch"}, "click": set(COMMANDS), "pillow": {"report"}}  # fmt: skip
+    checks += [_package(d, needed, "pip install -e .") for d, needed in core.items()]
+    checks.append(_ffmpeg())
+    checks.append(_js_runtime())
+    checks += _lpips(lpips_weights)
+    checks.append(_package("matplotlib", {"report", "demo"}, 'pip install -e ".[report]"'))
+    checks.append(_writable("cache directory", Path(cache), {"download", "demo"}))
+    checks.append(_writable("output directory", Path(output), set(COMMANDS)))
+    return checks
+
+
+def failing(checks: list[Check], wanted: str) -> list[Check]:
+    """Checks that fail and are needed for ``wanted`` (a command, or ``all``)."""
+    return [c for c in checks if not c.ok and c.needed_for and (wanted == "all" or wanted in c.needed_for)]

@@ -1,0 +1,277 @@
+"""``persistbench report``: one self-contained HTML file comparing scored runs.
+
+Leaderboard (sortable) with each run's provenance; bar charts per subset,
+visible against invisible; memory curves (each metric against the frames
+since the object left the input view, mean and 95% interval over cases);
+contact sheets of the best and worst cases per subset. Charts use matplotlib
+(the ``report`` extra); every image is inlined as a PNG data URI.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import math
+from pathlib import Path
+
+import numpy as np
+
+from .errors import PersistbenchError
+from .layout import Dataset, RunLayout, encode_image, list_images, read_image, read_json, write_text
+from .score import SPLITS
+
+HIGHER_IS_BETTER = {"psnr": True, "ssim": True, "lpips": False, "iou": True, "presence": True, "continuity": True}
+SHEET_COLUMNS = 5
+
+
+# ---------------------------------------------------------------- numbers (pure)
+
+
+def frames_since_left(frame_indices: list[int], visible: list[bool], invisible: list[bool]) -> list[int | None]:
+    """Per scored frame: source frames since the last visible one, for invisible frames (None elsewhere)."""
+    out, last = [], None
+    for t, vis, inv in zip(frame_indices, visible, invisible):
+        if vis:
+            last = t
+        out.append(t - last if inv and last is not None else None)
+    return out
+
+
+def memory_curve(cases: list[dict], metric: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(offsets, mean, half_width_95, n_cases)`` of ``metric`` against frames since the object left the view.
+
+    Each case contributes at most one value per offset; the interval is the normal
+    approximation ``1.96 * sd / sqrt(n)`` (0 where n = 1).
+    """
+    per_offset: dict[int, list[float]] = {}
+    for case in cases:
+        values = case["metrics"].get(metric)
+        if values is None:
+            continue
+        for off, v in zip(frames_since_left(case["frame_indices"], case["visible"], case["invisible"]), values):
+            if off is not None and v is not None:
+                per_offset.setdefault(off, []).append(v)
+    offsets = np.array(sorted(per_offset), dtype=np.int64)
+    stats = [(np.mean(per_offset[o]), np.std(per_offset[o], ddof=1) if len(per_offset[o]) > 1 else 0.0, len(per_offset[o]))
+             for o in offsets]  # fmt: skip
+    mean = np.array([s[0] for s in stats])
+    n = np.array([s[2] for s in stats])
+    half = np.array([1.96 * s[1] / math.sqrt(s[2]) for s in stats])
+    return offsets, mean, half, n
+
+
+# ---------------------------------------------------------------- images
+
+
+def _data_uri(png: bytes) -> str:
+    return "data:image/png;base64," + base64.b64encode(png).decode()
+
+
+def _figure_png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight", metadata={"Software": None})
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _pyplot():
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise PersistbenchError('report needs matplotlib: pip install -e ".[report]"') from None
+    return plt
+
+
+def bar_charts(runs: list[dict], subset: str, metrics: list[str]) -> bytes:
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(metrics), figsize=(2.6 * len(metrics), 2.8), squeeze=False)
+    x = np.arange(len(runs))
+    for ax, m in zip(axes[0], metrics):
+        for k, split in enumerate(SPLITS):
+            vals = [r["summary"]["subsets"].get(subset, {}).get(split, {}).get(m, {}).get("mean") for r in runs]
+            ax.bar(x + (k - 0.5) * 0.38, [np.nan if v is None else v for v in vals], 0.38, label=split,
+                   color=("#4c72b0", "#dd8452")[k])  # fmt: skip
+        ax.set_title(m)
+        ax.set_xticks(x, [r["name"] for r in runs], rotation=30, ha="right", fontsize=8)
+    axes[0][0].legend(fontsize=8)
+    fig.suptitle(f"{subset}: visible vs invisible (off-screen)", y=1.06)
+    return _figure_png(fig)
+
+
+def curves(runs: list[dict], metrics: list[str]) -> bytes:
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(metrics), figsize=(2.9 * len(metrics), 2.8), squeeze=False)
+    for ax, m in zip(axes[0], metrics):
+        for r in runs:
+            off, mean, half, _ = memory_curve(r["results"]["cases"], m)
+            if len(off):
+                (line,) = ax.plot(off, mean, label=r["name"], lw=1.5)
+                ax.fill_between(off, mean - half, mean + half, color=line.get_color(), alpha=0.2, lw=0)
+        ax.set_title(m)
+        ax.set_xlabel("frames since the object left the input view", fontsize=7)
+    axes[0][0].legend(fontsize=8)
+    return _figure_png(fig)
+
+
+def _outline(image: np.ndarray, mask: np.ndarray, color: tuple[int, int, int]) -> np.ndarray:
+    import cv2
+
+    contours, _ = cv2.findContours(mask.astype(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_NONE)
+    return cv2.drawContours(np.ascontiguousarray(image), contours, -1, color, 2)
+
+
+def contact_sheet(case, run: RunLayout, result: dict, height: int = 96) -> bytes:
+    """Rows: input view, ground-truth target, prediction, prediction with the ground-truth mask (green)
+    and the model's mask (red, when it gave one); columns sampled across the off-screen frames."""
+    import cv2
+
+    positions = [i for i, inv in enumerate(result["invisible"]) if inv] or list(range(len(result["frame_indices"])))
+    picks = [positions[round(k)] for k in np.linspace(0, len(positions) - 1, min(SHEET_COLUMNS, len(positions)))]
+    pred_frames = list_images(run.frames_dir(case.subset, case.case_id)) or list_images(run.public_prediction_dir(case.case_id))
+    pred_masks = list_images(run.masks_dir(case.subset, case.case_id))
+    wanted = {result["frame_indices"][i] for i in picks}
+    views = {name: {t: f for t, f in enumerate(case.view(name).frames()) if t in wanted} for name in ("view_0", "center")}
+    rows: list[list[np.ndarray]] = [[], [], [], []]
+    for i in picks:
+        t = result["frame_indices"][i]
+        gt = views["center"][t]
+        h, w = gt.shape[:2]
+        pred = cv2.resize(read_image(pred_frames[i]), (w, h), interpolation=cv2.INTER_AREA)
+        overlay = _outline(pred.copy(), case.view("center").mask(t) > 0, (0, 200, 0))
+        if pred_masks:
+            m = cv2.resize(read_image(pred_masks[i], gray=True), (w, h), interpolation=cv2.INTER_NEAREST) > 0
+            overlay = _outline(overlay, m, (230, 0, 0))
+        for row, image in zip(rows, (views["view_0"][t], gt, pred, overlay)):
+            row.append(cv2.resize(image, (round(w * height / h), height), interpolation=cv2.INTER_AREA))
+    gap = lambda img: np.full((img.shape[0], 4, 3), 255, np.uint8)  # noqa: E731
+    lines = [np.concatenate([x for img in row for x in (img, gap(img))][:-1], axis=1) for row in rows]
+    sheet = np.concatenate([x for line in lines for x in (line, np.full((4, line.shape[1], 3), 255, np.uint8))][:-1])
+    return encode_image(sheet, "png")
+
+
+# ---------------------------------------------------------------- the page
+
+
+def _load_run(path: Path, protocol: str) -> dict:
+    run = RunLayout(path)
+    try:
+        summary = read_json(run.summary_json(protocol))
+        results = read_json(run.results_json(protocol))
+    except PersistbenchError:
+        raise PersistbenchError(f"{path}: not scored with protocol {protocol}; run persistbench score --pred {path}") from None
+    return {"name": path.name, "path": path, "layout": run, "summary": summary, "results": results,
+            "info": read_json(run.run_json)}  # fmt: skip
+
+
+def _fmt(v) -> str:
+    return "n/a" if v is None else f"{v:.4f}"
+
+
+def _table(runs: list[dict], subset: str, metrics: list[str], table_id: str) -> str:
+    head = ["run", "model"] + [f"{m} {s}" for m in metrics for s in ("vis", "inv", "gap")]
+    out = [f'<table id="{table_id}" class="sortable"><thead><tr>']
+    out += [f'<th data-col="{i}">{html.escape(h)}</th>' for i, h in enumerate(head)]
+    out.append("</tr></thead><tbody>")
+    for r in runs:
+        block = r["summary"]["subsets"].get(subset, {})
+        cells = [r["name"], str(r["summary"].get("model"))]
+        for m in metrics:
+            cells += [_fmt(block.get("visible", {}).get(m, {}).get("mean")),
+                      _fmt(block.get("invisible", {}).get(m, {}).get("mean")), _fmt(block.get("gap", {}).get(m))]  # fmt: skip
+        out.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
+def _provenance(runs: list[dict]) -> str:
+    head = ["run", "toolkit", "protocol", "protocol sha256", "dataset fingerprint", "mask source", "oracle", "partial", "LPIPS"]
+    rows = []
+    for r in runs:
+        s = r["summary"]
+        cells = [r["name"], s.get("toolkit_version"), s.get("protocol"), (s.get("protocol_sha256") or "")[:12],
+                 (s.get("dataset_fingerprint") or "")[:12], ", ".join(s.get("mask_source", [])),
+                 "yes (checks the scorer)" if s.get("oracle") else "no", "yes" if s.get("partial") else "no",
+                 "unavailable: " + s["lpips_unavailable"] if s.get("lpips_unavailable") else "computed"]  # fmt: skip
+        rows.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
+    return ('<table id="provenance"><thead><tr>' + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead><tbody>"
+            + "".join(rows) + "</tbody></table>")  # fmt: skip
+
+
+_SORT_JS = """
+document.querySelectorAll('table.sortable th').forEach(function (th) {
+  th.addEventListener('click', function () {
+    var table = th.closest('table'), body = table.tBodies[0], col = +th.dataset.col;
+    var asc = th.dataset.order !== 'asc';
+    var rows = Array.prototype.slice.call(body.rows);
+    rows.sort(function (a, b) {
+      var x = a.cells[col].textContent, y = b.cells[col].textContent;
+      var nx = parseFloat(x), ny = parseFloat(y);
+      var c = (isNaN(nx) || isNaN(ny)) ? x.localeCompare(y) : nx - ny;
+      return asc ? c : -c;
+    });
+    rows.forEach(function (r) { body.appendChild(r); });
+    th.dataset.order = asc ? 'asc' : 'desc';
+  });
+});
+"""
+
+_CSS = """body{font-family:system-ui,sans-serif;margin:24px;max-width:1400px}table{border-collapse:collapse;margin:8px 0 20px;
+font-size:13px}th,td{border:1px solid #ccc;padding:3px 7px;text-align:right}th{background:#f0f0f0;cursor:pointer}
+td:first-child,td:nth-child(2){text-align:left}img{max-width:100%}.note{color:#555;font-size:13px}"""
+
+
+def build_report(run_dirs: list[str | Path], out: str | Path, protocol: str = "classic-v1", progress=None) -> Path:
+    """Write the report of the scored runs to ``out`` (one HTML file); returns its path."""
+    if not run_dirs:
+        raise PersistbenchError("report: give at least one run directory")
+    runs = [_load_run(Path(p), protocol) for p in run_dirs]
+    metrics = sorted({m for r in runs for m in r["summary"]["subsets"]["all"]["visible"]},
+                     key=lambda m: list(HIGHER_IS_BETTER).index(m) if m in HIGHER_IS_BETTER else 99)  # fmt: skip
+    subsets = [s for s in runs[0]["summary"]["subsets"] if s != "all"]
+    parts = [f"<h1>persistbench report</h1><p class='note'>Protocol {html.escape(protocol)}. Visible: the object is in "
+             "the input view; invisible: it is off-screen, the frames that test memory. gap = visible - invisible. "
+             "Click a column to sort.</p>", "<h2>Leaderboard (all cases)</h2>", _table(runs, "all", metrics, "leaderboard")]  # fmt: skip
+    for s in subsets:
+        parts += [f"<h3>{html.escape(s)}</h3>", _table(runs, s, metrics, f"leaderboard-{s}")]
+    parts += ["<h2>Provenance</h2>", _provenance(runs), "<h2>Visible vs invisible</h2>"]
+    for s in subsets:
+        parts.append(f'<img alt="bars {html.escape(s)}" src="{_data_uri(bar_charts(runs, s, metrics))}">')
+    parts += ["<h2>Memory curves</h2><p class='note'>Each metric on the off-screen frames against the frames since the "
+              "object left the input view: mean over cases and 95% interval.</p>",
+              f'<img alt="memory curves" src="{_data_uri(curves(runs, metrics))}">']  # fmt: skip
+    parts.append(_sheets(runs, subsets))
+    page = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>persistbench report</title>"
+            f"<style>{_CSS}</style></head><body>{''.join(parts)}<script>{_SORT_JS}</script></body></html>\n")  # fmt: skip
+    write_text(out, page)
+    return Path(out)
+
+
+def _sheets(runs: list[dict], subsets: list[str]) -> str:
+    """Best and worst cases per subset by invisible PSNR (else the first metric) of the first non-oracle run."""
+    run = next((r for r in runs if not r["summary"].get("oracle")), runs[0])
+    root = run["info"].get("dataset", {}).get("root")
+    if not root or not Path(root).is_dir():
+        return "<h2>Contact sheets</h2><p class='note'>The run's dataset is not here; no contact sheets.</p>"
+    ds = Dataset(root)
+    parts = [f"<h2>Contact sheets ({html.escape(run['name'])})</h2><p class='note'>Rows: input view, ground-truth "
+             "target, prediction, prediction with the ground-truth mask (green) and the model's mask (red). Columns: "
+             "frames across the off-screen window.</p>"]  # fmt: skip
+    for s in subsets:
+        cases = [c for c in run["results"]["cases"] if c["subset"] == s]
+        metric = "psnr" if all("psnr" in c["means"]["invisible"] for c in cases) else next(iter(cases[0]["metrics"]), None)
+        scored = [c for c in cases if metric and c["means"]["invisible"].get(metric) is not None]
+        if not scored:
+            continue
+        good = HIGHER_IS_BETTER.get(metric, True)
+        ranked = sorted(scored, key=lambda c: c["means"]["invisible"][metric], reverse=good)
+        for label, c in (("best", ranked[0]), ("worst", ranked[-1])):
+            png = contact_sheet(ds.case(s, c["uid"]), run["layout"], c)
+            parts.append(f"<h3>{html.escape(s)}, {label}: {html.escape(c['uid'])} (invisible {metric} "
+                         f"{_fmt(c['means']['invisible'][metric])})</h3><img alt='{label} {html.escape(s)}' src='{_data_uri(png)}'>")  # fmt: skip
+    return "".join(parts)

@@ -1,0 +1,166 @@
+"""demo, report and doctor: the offline chain end to end, the report in headless Chromium, missing pieces named."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+from pathlib import Path
+from urllib.parse import urlparse
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from persistbench.cli import main
+from persistbench.layout import RunLayout
+from persistbench.report import frames_since_left, memory_curve
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def test_frames_since_left_counts_source_frames_from_the_last_visible_one():
+    idx = [0, 2, 4, 6, 8, 10, 12]
+    vis = [False, True, True, False, False, True, False]
+    inv = [False, False, False, True, True, False, True]
+    assert frames_since_left(idx, vis, inv) == [None, None, None, 2, 4, None, 2]
+    assert frames_since_left([0, 1], [False, False], [True, True]) == [None, None]  # never seen: not a memory frame
+
+
+def test_memory_curve_means_and_intervals():
+    def case(values):
+        return {"frame_indices": [0, 1, 2], "visible": [True, False, False], "invisible": [False, True, True],
+                "metrics": {"psnr": values}}  # fmt: skip
+
+    off, mean, half, n = memory_curve([case([50, 10, 20]), case([50, 30, None]), case([50, 20, 40])], "psnr")
+    assert off.tolist() == [1, 2] and n.tolist() == [3, 2]
+    assert mean.tolist() == [20.0, 30.0]
+    assert half[0] == pytest.approx(1.96 * np.std([10, 30, 20], ddof=1) / np.sqrt(3))
+    assert half[1] == pytest.approx(1.96 * np.std([20, 40], ddof=1) / np.sqrt(2))
+
+
+@pytest.fixture(scope="module")
+def demo_dir(tmp_path_factory):
+    pytest.importorskip("matplotlib", reason='the report extra: pip install -e ".[report]"')
+    out = tmp_path_factory.mktemp("fresh") / "demo"
+    result = CliRunner().invoke(main, ["demo", "--out", str(out), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    return out, result.output
+
+
+def test_demo_runs_the_whole_chain(demo_dir):
+    out, output = demo_dir
+    assert sorted(p.name for p in out.iterdir()) == ["cache", "dataset", "report.html", "runs", "sources"]
+    summaries = {m: json.loads(RunLayout(out / "runs" / m).summary_json("classic-v1").read_text())
+                 for m in ("hold", "reproject", "oracle")}  # fmt: skip
+    for split in ("visible", "invisible"):
+        block = summaries["oracle"]["subsets"]["all"][split]
+        assert block["psnr"]["mean"] == 100.0 and block["iou"]["mean"] == 1.0 and block["ssim"]["mean"] == pytest.approx(1)
+    inv = {m: s["subsets"]["all"]["invisible"]["psnr"]["mean"] for m, s in summaries.items()}
+    assert inv["reproject"] > inv["hold"]
+    assert {s["subsets"]["all"]["cases"] for s in summaries.values()} == {4}
+    assert {"dynamic", "static"} <= set(summaries["hold"]["subsets"])
+    # The printed table: one row per model, the oracle perfect.
+    rows = {line.split()[0]: line.split()[1:] for line in output.splitlines() if line.split()[:1] in (["hold"], ["reproject"], ["oracle"])}
+    assert rows["oracle"][:2] == ["100.0000", "100.0000"] and float(rows["reproject"][1]) > float(rows["hold"][1])
+    assert f"done: open {out / 'report.html'}" in output
+    # The loopback server is gone: its port refuses connections.
+    url = json.loads((out / "sources" / "recipes.jsonl").read_text().splitlines()[0])["source"]["url"]
+    port = urlparse(url).port
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+
+
+def test_the_demo_refuses_a_used_directory(tmp_path):
+    (tmp_path / "x").write_text("mine")
+    result = CliRunner().invoke(main, ["demo", "--out", str(tmp_path), "--no-progress"])
+    assert result.exit_code == 1 and "exists and is not empty" in result.output and (tmp_path / "x").read_text() == "mine"
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium (.ci/run installs it)")
+def test_report_loads_in_headless_chromium(demo_dir, tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    out, _ = demo_dir
+    report = out / "report.html"
+    text = report.read_text()
+    assert "http://" not in text.split("<body>")[1].split("contact sheets")[0].lower().replace("http://127.0.0.1", "")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1300, "height": 900})
+        errors: list[str] = []
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        failed: list[str] = []
+        page.on("requestfailed", lambda r: failed.append(r.url))
+        page.goto(report.as_uri())
+        page.wait_for_load_state("load")
+        images = page.evaluate("Array.from(document.images).map(i => [i.alt, i.complete && i.naturalWidth > 0])")
+        assert len(images) >= 7 and all(ok for _, ok in images), images
+        assert page.locator("#leaderboard tbody tr").count() == 3
+        first_col = lambda: page.eval_on_selector_all("#leaderboard tbody tr", "rs => rs.map(r => r.cells[0].textContent)")  # noqa: E731
+        assert first_col() == ["hold", "reproject", "oracle"]
+        page.click("#leaderboard th[data-col='3']")  # psnr inv, ascending
+        assert first_col() == ["hold", "reproject", "oracle"]
+        page.click("#leaderboard th[data-col='3']")
+        assert first_col() == ["oracle", "reproject", "hold"]
+        assert page.locator("#provenance tbody tr").count() == 3
+        page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
+        browser.close()
+    assert not errors and not failed, (errors, failed)
+    assert (tmp_path / "report.png").stat().st_size > 10_000
+
+
+def doctor(*args, env=None):
+    return CliRunner().invoke(main, ["doctor", *args], env=env)
+
+
+def test_doctor_names_what_is_missing(tmp_path):
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    env = {"IMAGEIO_FFMPEG_EXE": str(tmp_path / "no-ffmpeg"), "PATH": str(empty), "TORCH_HOME": str(tmp_path / "torch")}
+    result = doctor("--for", "download", "--cache", str(tmp_path / "cache"), env=env)
+    assert result.exit_code == 1
+    lines = {line.split()[1]: line for line in result.output.splitlines() if line.split()[:1] in (["ok"], ["MISSING"], ["missing"])}
+    assert lines["ffmpeg"].startswith("MISSING") and "1 missing for download: ffmpeg" in result.output
+    assert "fix: pip install imageio-ffmpeg" in result.output
+    assert lines["JavaScript"].startswith("missing")  # only YouTube needs it: reported, not fatal
+    result = doctor("--for", "score", env=env)
+    assert result.exit_code == 0 and "ready for score" in result.output
+    try:
+        import lpips  # noqa: F401
+    except ImportError:
+        assert "pip install -e \".[lpips]\"" in result.output
+    else:  # torch is here; the AlexNet weights are not in the empty TORCH_HOME
+        weights = next(line for line in result.output.splitlines() if "LPIPS AlexNet weights" in line)
+        assert weights.startswith("missing") and str(tmp_path / "torch") in weights
+    result = doctor("--for", "download", "--cache", str(tmp_path / "cache"))
+    assert result.exit_code == 0 and "ready for download" in result.output and "ok       ffmpeg" in result.output
+
+
+def test_readme_starts_with_the_two_commands():
+    """The README's first command is the demo; the second is the one .ci/run runs (and CI runs .ci/run)."""
+    root = Path(__file__).resolve().parents[1]
+    lines = [line for line in (root / "README.md").read_text().splitlines() if line.startswith("python3 -m venv")]
+    assert lines[0].endswith("&& .venv/bin/persistbench demo") and '".[test' in lines[1] and "pytest" in lines[1]
+    assert "grep -m1 '^python3 -m venv .venv && .venv/bin/pip install -e \".\\[test'" in (root / ".ci" / "run").read_text()
+
+
+def test_the_readme_first_command_runs_as_written(tmp_path):
+    """In a copy of the repository (tracked and unignored files): fresh venv, install, demo."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    command = next(line for line in (root / "README.md").read_text().splitlines() if line.startswith("python3 -m venv"))
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=root, capture_output=True, text=True,
+                           check=True).stdout.splitlines()  # fmt: skip
+    copy = tmp_path / "repo"
+    for name in files:
+        src = root / name
+        if src.is_file():
+            (copy / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, copy / name, follow_symlinks=False)
+    proc = subprocess.run(["bash", "-c", command], cwd=copy, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert (copy / "persistbench-demo" / "report.html").stat().st_size > 100_000
+    assert "done: open persistbench-demo/report.html" in proc.stdout
