@@ -23,10 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from .errors import PersistbenchError
-from .layout import PAIR_FILE_RE, PAIR_MEMBER_RE, SHARD_RE, STATE_DIR, read_json, write_json
+from .layout import PAIR_FILE_RE, PAIR_MEMBER_RE, SHARD_RE, STATE_DIR, DistributionLayout, read_json, write_json
 
 DEFAULT_REPO = "persistbench/persistbench"
 FETCH_JSON = "fetch.json"
+REMOTE = DistributionLayout(Path())  # the distribution's paths, relative to its root
 _CHUNK = 1 << 20
 
 
@@ -40,7 +41,7 @@ class Source:
 
 def local_source(directory: str | os.PathLike) -> Source:
     root = Path(directory)
-    if not (root / "index.json").is_file():
+    if not DistributionLayout(root).index_json.is_file():
         raise PersistbenchError(f"{root}: not a persistbench distribution (no index.json)")
 
     def get(name: str) -> Path:
@@ -147,13 +148,14 @@ def fetch(output: str | os.PathLike, source: Source, include: str = "all", progr
 
     output = Path(output)
     (output / STATE_DIR / "fetch").mkdir(parents=True, exist_ok=True)
-    checksums = read_json(source.get("shards/checksums.json"))
-    index = read_json(source.get("index.json"))
+    checksums = read_json(source.get(REMOTE.checksums_json.as_posix()))
+    index = read_json(source.get(REMOTE.index_json.as_posix()))
+    samples = f"{REMOTE.samples_dir.as_posix()}/"
     if include == "samples":
-        names = sorted(n for n in checksums if n.startswith("samples/"))
+        names = sorted(n for n in checksums if n.startswith(samples))
     else:
         names = sorted(n for n in checksums if SHARD_RE.match(n))
-    bad = [n for n in names if not (SHARD_RE.match(n) or PAIR_FILE_RE.match(n.removeprefix("samples/")))]
+    bad = [n for n in names if not (SHARD_RE.match(n) or PAIR_FILE_RE.match(n.removeprefix(samples)))]
     if bad:
         raise PersistbenchError(f"checksums.json: refused file name {bad[0]!r}")
     done_dir = output / STATE_DIR / "fetch"
@@ -161,7 +163,7 @@ def fetch(output: str | os.PathLike, source: Source, include: str = "all", progr
     total = sum(int(checksums[n]["bytes"]) for n in todo)
     with tqdm(total=total, unit="B", unit_scale=True, desc="fetch", disable=not progress) as bar:
         for name in todo:
-            path = source.get(f"shards/{name}" if SHARD_RE.match(name) else name)
+            path = source.get((REMOTE.shards_dir / name).as_posix() if SHARD_RE.match(name) else name)
             want = checksums[name]
             size = path.stat().st_size
             if size != int(want["bytes"]):
@@ -171,7 +173,7 @@ def fetch(output: str | os.PathLike, source: Source, include: str = "all", progr
             if SHARD_RE.match(name):
                 extract_shard(path, output, {k for k, row in index.items() if row["shard"] == name})
             else:
-                target = output / name.removeprefix("samples/")
+                target = output / name.removeprefix(samples)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 tmp = target.with_name(f".{target.name}.part")
                 shutil.copyfile(path, tmp)

@@ -162,7 +162,7 @@ def pack(root: str | Path, out: str | Path, shard_size: int = 1_200_000_000, sam
                 target = dist.samples_dir / name
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(file, target)
-                checksums[f"samples/{name}"] = {"sha256": sha256_file(target), "bytes": target.stat().st_size}
+                checksums[target.relative_to(tmp).as_posix()] = {"sha256": sha256_file(target), "bytes": target.stat().st_size}
         shutil.rmtree(staging)
         write_json(dist.checksums_json, checksums)
         write_json(dist.index_json, index)
