@@ -258,7 +258,8 @@ def score(pred, dataset, protocol, metric_list, eval_size, device, lpips_weights
 @click.option("--shard-size", default="1.2GB", show_default=True, help="Target bytes per tar shard (pairs are never split).")
 @click.option("--samples", type=click.IntRange(0), default=4, show_default=True, help="Pairs also kept unarchived in samples/.")
 @click.option("--date", default=None, metavar="YYYY-MM-DD", help="Publication date for croissant.json (default: left out).")
-def pack(root, out, shard_size, samples, date) -> None:
+@click.option("--workers", type=click.IntRange(1), default=1, show_default=True, help="Pairs encoded in parallel processes.")
+def pack(root, out, shard_size, samples, date, workers) -> None:
     """Pack a reconstructed dataset as the sharded distribution (tar shards, checksums, index, Croissant).
 
     \b
@@ -267,7 +268,7 @@ def pack(root, out, shard_size, samples, date) -> None:
     """
     from .pack import pack as run_pack, parse_size
 
-    dist = run_pack(root, out, parse_size(shard_size), samples, date)
+    dist = run_pack(root, out, parse_size(shard_size), samples, date, workers)
     click.echo(f"packed {root} into {dist.root}: {len(list(dist.shards_dir.glob('shard-*.tar')))} shard(s)")
 
 

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import csv
 import io
+import multiprocessing
 import re
 import shutil
 import tarfile
 import tempfile
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -126,11 +128,22 @@ def pick_samples(pairs: list[Pair], n: int) -> list[Pair]:
     return [pairs[i] for _, _, i in sorted(keyed)[:n]]
 
 
+def _stage_all(cases: list[Case], fps: dict[str, float], staging: Path, workers: int) -> list[Pair]:
+    """Every case's pair, in order; ``workers`` processes encode in parallel (each pair on its own, so the bytes
+    do not depend on the number of workers)."""
+    jobs = [(c, fps.get(c.case_id, DEFAULT_FPS), staging) for c in cases]
+    if workers <= 1:
+        return [_stage_pair(*job) for job in jobs]
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return list(pool.map(_stage_pair, *zip(*jobs)))
+
+
 def pack(root: str | Path, out: str | Path, shard_size: int = 1_200_000_000, samples: int = 4,
-         date: str | None = None) -> DistributionLayout:  # fmt: skip
+         date: str | None = None, workers: int = 1) -> DistributionLayout:  # fmt: skip
     """Pack the dataset at ``root`` into the distribution at ``out`` (which must not exist or be empty).
 
-    ``date`` (``YYYY-MM-DD``) is the publication date written to ``croissant.json``.
+    ``date`` (``YYYY-MM-DD``) is the publication date written to ``croissant.json``; ``workers``
+    encode pairs in parallel processes.
     """
     ds = Dataset(root)
     out = Path(out)
@@ -148,7 +161,7 @@ def pack(root: str | Path, out: str | Path, shard_size: int = 1_200_000_000, sam
         tmp.chmod(0o777 & ~UMASK)  # mkdtemp makes it private
         dist = DistributionLayout(tmp)
         staging = tmp / ".staging"
-        pairs = [_stage_pair(c, fps.get(c.case_id, DEFAULT_FPS), staging) for c in cases]
+        pairs = _stage_all(cases, fps, staging, workers)
         checksums, index = {}, {}
         dist.shards_dir.mkdir()
         for k, group in enumerate(assign_shards(pairs, shard_size)):
