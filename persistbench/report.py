@@ -223,7 +223,22 @@ document.querySelectorAll('table.sortable th').forEach(function (th) {
 
 _CSS = """body{font-family:system-ui,sans-serif;margin:24px;max-width:1400px}table{border-collapse:collapse;margin:8px 0 20px;
 font-size:13px}th,td{border:1px solid #ccc;padding:3px 7px;text-align:right}th{background:#f0f0f0;cursor:pointer}
-td:first-child,td:nth-child(2){text-align:left}img{max-width:100%}.note{color:#555;font-size:13px}"""
+td:first-child,td:nth-child(2){text-align:left}img{max-width:100%}.note{color:#555;font-size:13px}
+.warning{background:#fff3cd;border:1px solid #e0b000;padding:8px 12px}"""
+
+
+def comparability_warnings(runs: list[dict]) -> list[str]:
+    """Why the runs' numbers cannot be compared side by side (different protocol hash, dataset or partial runs)."""
+    out = []
+    for key, what in (("protocol_sha256", "protocol definitions (sha256)"), ("dataset_fingerprint", "datasets (fingerprint)")):
+        values = {r["summary"].get(key) for r in runs}
+        if len(values) > 1:
+            out.append(f"The runs were scored with different {what}: "
+                       + ", ".join(f"{r['name']}: {(r['summary'].get(key) or '?')[:12]}" for r in runs))  # fmt: skip
+    partial = [r["name"] for r in runs if r["summary"].get("partial")]
+    if partial:
+        out.append(f"Partial runs (cases without predictions were not scored): {', '.join(partial)}")
+    return out
 
 
 def build_report(run_dirs: list[str | Path], out: str | Path, protocol: str = "classic-v1", progress=None) -> Path:
@@ -236,7 +251,9 @@ def build_report(run_dirs: list[str | Path], out: str | Path, protocol: str = "c
     subsets = [s for s in runs[0]["summary"]["subsets"] if s != "all"]
     parts = [f"<h1>persistbench report</h1><p class='note'>Protocol {html.escape(protocol)}. Visible: the object is in "
              "the input view; invisible: it is off-screen, the frames that test memory. gap = visible - invisible. "
-             "Click a column to sort.</p>", "<h2>Leaderboard (all cases)</h2>", _table(runs, "all", metrics, "leaderboard")]  # fmt: skip
+             "Click a column to sort.</p>"]  # fmt: skip
+    parts += [f"<p class='warning'>{html.escape(w)}</p>" for w in comparability_warnings(runs)]
+    parts += ["<h2>Leaderboard (all cases)</h2>", _table(runs, "all", metrics, "leaderboard")]
     for s in subsets:
         parts += [f"<h3>{html.escape(s)}</h3>", _table(runs, s, metrics, f"leaderboard-{s}")]
     parts += ["<h2>Provenance</h2>", _provenance(runs), "<h2>Visible vs invisible</h2>"]

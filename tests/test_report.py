@@ -71,6 +71,24 @@ def test_demo_runs_the_whole_chain(demo_dir):
         socket.create_connection(("127.0.0.1", port), timeout=2).close()
 
 
+def test_the_report_warns_when_runs_are_not_comparable(demo_dir, tmp_path):
+    out, _ = demo_dir
+    runs = [shutil.copytree(out / "runs" / m, tmp_path / m) for m in ("hold", "reproject")]
+    report = tmp_path / "same.html"
+    assert CliRunner().invoke(main, ["report", *map(str, runs), "--out", str(report)]).exit_code == 0
+    assert "class='warning'" not in report.read_text()
+    summary = RunLayout(runs[1]).summary_json("classic-v1")
+    data = json.loads(summary.read_text())
+    data["dataset_fingerprint"], data["partial"] = "f" * 64, True
+    summary.write_text(json.dumps(data))
+    result = CliRunner().invoke(main, ["report", *map(str, runs), "--out", str(report)])
+    assert result.exit_code == 0, result.output
+    text = report.read_text()
+    assert "different datasets (fingerprint)" in text and "reproject: ffffffffffff" in text and "Partial runs" in text
+    missing = CliRunner().invoke(main, ["report", str(out / "dataset"), "--out", str(report)])
+    assert missing.exit_code == 1 and "not scored with protocol classic-v1" in missing.output
+
+
 def test_the_demo_refuses_a_used_directory(tmp_path):
     (tmp_path / "x").write_text("mine")
     result = CliRunner().invoke(main, ["demo", "--out", str(tmp_path), "--no-progress"])
