@@ -23,7 +23,7 @@ import numpy as np
 
 from . import __version__, runner, sphere
 from .errors import PersistbenchError
-from .layout import STATE_DIR, Case, Dataset, RunLayout, read_json, sha256_file, write_image, write_json
+from .layout import STATE_DIR, Dataset, RunLayout, read_json, sha256_file, write_image, write_json
 from .models import BaseModel, ModelInput, ModelOutput, load_model, resolve
 
 

@@ -50,8 +50,6 @@ class TemplateTracker:
         self.threshold = threshold
 
     def track(self, frames: np.ndarray, ref_frame: np.ndarray, ref_mask: np.ndarray) -> list[np.ndarray | None]:
-        import cv2
-
         ref_mask = np.asarray(ref_mask, bool)
         ys, xs = np.nonzero(ref_mask)
         if xs.size == 0:

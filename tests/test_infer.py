@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pytest
 from click.testing import CliRunner
 
 from persistbench import BaseModel, ModelInput, ModelOutput, layout

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import shutil
 import subprocess
 import tempfile
 from pathlib import Path
