@@ -13,7 +13,6 @@ extracted shards are recorded under ``.state/fetch/`` and skipped on a rerun.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import tarfile
@@ -23,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from .errors import PersistbenchError
-from .layout import PAIR_FILE_RE, PAIR_MEMBER_RE, SHARD_RE, STATE_DIR, DistributionLayout, read_json, write_json
+from .layout import PAIR_FILE_RE, PAIR_MEMBER_RE, SHARD_RE, STATE_DIR, DistributionLayout, read_json, sha256_file, write_json
 
 DEFAULT_REPO = "persistbench/persistbench"
 FETCH_JSON = "fetch.json"
@@ -72,15 +71,6 @@ def hub_source(repo: str, revision: str | None) -> Source:
             raise PersistbenchError(f"hf://{repo}/{name}@{sha[:12]}: {e}".splitlines()[0]) from None
 
     return Source({"repo": repo, "revision": revision or "main", "commit": sha}, get)
-
-
-def sha256_with_progress(path: Path, progress: Callable[[int], None]) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(_CHUNK):
-            h.update(chunk)
-            progress(len(chunk))
-    return h.hexdigest()
 
 
 def check_member(member: tarfile.TarInfo) -> str | None:
@@ -147,7 +137,7 @@ def fetch(output: str | os.PathLike, source: Source, include: str = "all", progr
     from tqdm import tqdm
 
     output = Path(output)
-    (output / STATE_DIR / "fetch").mkdir(parents=True, exist_ok=True)
+    (output / STATE_DIR).mkdir(parents=True, exist_ok=True)  # holds the extraction staging and the done records
     checksums = read_json(source.get(REMOTE.checksums_json.as_posix()))
     index = read_json(source.get(REMOTE.index_json.as_posix()))
     samples = f"{REMOTE.samples_dir.as_posix()}/"
@@ -158,8 +148,7 @@ def fetch(output: str | os.PathLike, source: Source, include: str = "all", progr
     bad = [n for n in names if not (SHARD_RE.match(n) or PAIR_FILE_RE.match(n.removeprefix(samples)))]
     if bad:
         raise PersistbenchError(f"checksums.json: refused file name {bad[0]!r}")
-    done_dir = output / STATE_DIR / "fetch"
-    todo = [n for n in names if not _done(done_dir, n, checksums[n]["sha256"])]
+    todo = [n for n in names if not _done(output, n, checksums[n]["sha256"])]
     total = sum(int(checksums[n]["bytes"]) for n in todo)
     with tqdm(total=total, unit="B", unit_scale=True, desc="fetch", disable=not progress) as bar:
         for name in todo:
@@ -168,7 +157,7 @@ def fetch(output: str | os.PathLike, source: Source, include: str = "all", progr
             size = path.stat().st_size
             if size != int(want["bytes"]):
                 raise PersistbenchError(f"{name}: {size} bytes, checksums.json says {want['bytes']}; nothing extracted")
-            if sha256_with_progress(path, bar.update) != want["sha256"]:
+            if sha256_file(path, bar.update) != want["sha256"]:
                 raise PersistbenchError(f"{name}: sha256 differs from checksums.json; nothing extracted")
             if SHARD_RE.match(name):
                 extract_shard(path, output, {k for k, row in index.items() if row["shard"] == name})
@@ -178,15 +167,20 @@ def fetch(output: str | os.PathLike, source: Source, include: str = "all", progr
                 tmp = target.with_name(f".{target.name}.part")
                 shutil.copyfile(path, tmp)
                 os.replace(tmp, target)
-            write_json(done_dir / f"{name.replace('/', '__')}.json", {"name": name, "sha256": want["sha256"]})
+            write_json(_done_path(output, name), {"name": name, "sha256": want["sha256"]})
     record = {**source.description, "include": include, "files": len(names),
               "pairs": len(index) if include == "all" else None}  # fmt: skip
     write_json(output / FETCH_JSON, record)
     return record
 
 
-def _done(done_dir: Path, name: str, sha256: str) -> bool:
+def _done_path(output: Path, name: str) -> Path:
+    """The record that the distribution file ``name`` was verified and extracted into ``output``."""
+    return output / STATE_DIR / "fetch" / f"{name.replace('/', '__')}.json"
+
+
+def _done(output: Path, name: str, sha256: str) -> bool:
     try:
-        return read_json(done_dir / f"{name.replace('/', '__')}.json").get("sha256") == sha256
+        return read_json(_done_path(output, name)).get("sha256") == sha256
     except PersistbenchError:
         return False

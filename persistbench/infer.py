@@ -259,11 +259,13 @@ def dataset_fingerprint(ds: Dataset) -> str:
     return h.hexdigest()
 
 
-def case_done(run: RunLayout, subset: str, case_id: str) -> bool:
+def case_record(run: RunLayout, subset: str, case_id: str) -> dict | None:
+    """The case's ``case.json`` when the case is complete (it is written last), else None."""
     try:
-        return read_json(run.case_json(subset, case_id)).get("uid") == case_id
+        info = read_json(run.case_json(subset, case_id))
     except PersistbenchError:
-        return False
+        return None
+    return info if info.get("uid") == case_id else None
 
 
 def start_run(opts: InferOptions, resume: bool, overwrite: bool) -> dict:
@@ -309,7 +311,7 @@ def infer(opts: InferOptions, limit: int | None = None, subset: str | None = Non
     keys = [(c.subset, c.case_id) for c in cases]
     job = runner.Job(functools.partial(infer_case, opts=opts), run.root / STATE_DIR)
     try:
-        return runner.run(keys, key_of=lambda k: k[1], job=job, is_done=lambda k: case_done(run, *k),
+        return runner.run(keys, key_of=lambda k: k[1], job=job, is_done=lambda k: case_record(run, *k) is not None,
                           workers=workers, desc="infer", progress=progress)  # fmt: skip
     finally:
         close_models()

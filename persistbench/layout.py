@@ -24,7 +24,7 @@ import pickle
 import re
 import sqlite3
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -185,11 +185,14 @@ def read_json(path: str | os.PathLike) -> Any:
         raise PersistbenchError(f"{path}: cannot read JSON: {e}") from None
 
 
-def sha256_file(path: str | os.PathLike) -> str:
+def sha256_file(path: str | os.PathLike, progress: Callable[[int], object] | None = None) -> str:
+    """Hex sha256 of a file, read in 1 MiB chunks; ``progress(n)`` is called with each chunk's size."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
+            if progress is not None:
+                progress(len(chunk))
     return h.hexdigest()
 
 

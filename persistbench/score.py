@@ -25,7 +25,7 @@ import numpy as np
 
 from . import __version__, metrics, runner
 from .errors import PersistbenchError
-from .infer import case_done, crop_box, crop_resize, dataset_fingerprint, sample_indices, sampled_frames, sampled_masks, target_size
+from .infer import case_record, crop_box, crop_resize, dataset_fingerprint, sample_indices, sampled_frames, sampled_masks, target_size
 from .layout import STATE_DIR, Case, Dataset, RunLayout, list_images, read_image, read_json, sha256_file, write_json, write_text
 from .segment import TemplateTracker
 
@@ -103,7 +103,17 @@ class Prediction:
     masks: list[Path]  # empty: the tracker localises
     size: tuple[int, int] | None  # (w, h) every frame must have; None: any, but all equal
     crop: tuple[int, int, int, int]  # (x0, y0, w, h) of the ground truth the model was asked for
-    digest: str  # identity of the prediction's files, recorded in the scores (for --resume)
+    record: Path | None  # case.json (it lists every file's sha256); None for the public layout
+
+    @functools.cached_property
+    def digest(self) -> str:
+        """Identity of the prediction's files, recorded in the scores (for ``--resume``); hashed on first use."""
+        if self.record is not None:
+            return sha256_file(self.record)
+        h = hashlib.sha256()
+        for f in self.frames:
+            h.update(f.name.encode() + b"\0" + bytes.fromhex(sha256_file(f)))
+        return h.hexdigest()
 
 
 def is_public(run_info: dict) -> bool:
@@ -113,24 +123,26 @@ def is_public(run_info: dict) -> bool:
 
 def read_prediction(run: RunLayout, run_info: dict, case: Case) -> Prediction | None:
     """The prediction of ``case``, or None when the run has none."""
-    h0, w0 = case.view("center").mask(0).shape
+
+    def full_size() -> tuple[int, int]:
+        h0, w0 = case.view("center").mask(0).shape
+        return w0, h0
+
     if is_public(run_info):
         frames = list_images(run.public_prediction_dir(case.case_id))
         if not frames:
             return None
         reso = tuple(int(v) for v in run_info.get("eval_reso") or (-1, -1))  # (height, width)
         idx = sample_indices(case.n_frames, int(run_info["eval_length"]))
-        digest = hashlib.sha256()
-        for f in frames:
-            digest.update(f.name.encode() + b"\0" + bytes.fromhex(sha256_file(f)))
-        size = target_size((w0, h0), reso) if min(reso) > 0 else None
-        return Prediction(idx.tolist(), frames, [], size, crop_box((w0, h0), reso), digest.hexdigest())
-    if not case_done(run, case.subset, case.case_id):
+        size = full_size()
+        return Prediction(idx.tolist(), frames, [], target_size(size, reso) if min(reso) > 0 else None,
+                          crop_box(size, reso), None)  # fmt: skip
+    info = case_record(run, case.subset, case.case_id)
+    if info is None:
         return None
-    info = read_json(run.case_json(case.subset, case.case_id))
     return Prediction([int(i) for i in info["frame_indices"]], list_images(run.frames_dir(case.subset, case.case_id)),
                       list_images(run.masks_dir(case.subset, case.case_id)), tuple(info["size"]),
-                      tuple(info.get("crop") or (0, 0, w0, h0)), sha256_file(run.case_json(case.subset, case.case_id)))  # fmt: skip
+                      tuple(info.get("crop") or (0, 0, *full_size())), run.case_json(case.subset, case.case_id))  # fmt: skip
 
 
 def _read_all(paths: list[Path], size: tuple[int, int] | None, eval_size: tuple[int, int], gray: bool) -> np.ndarray:
