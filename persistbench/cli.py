@@ -9,27 +9,76 @@ from __future__ import annotations
 import click
 
 from . import __version__
-from .errors import PersistbenchError
+from .errors import PersistbenchError, UsageError, os_error_line
+
+
+DEFAULT_CACHE = "cache/youtube"  # download's source cache, also what doctor checks
+
+
+def _network_error(e: BaseException) -> bool:
+    """An HTTP client's connection error (httpx, requests, urllib3): the network, not a bug."""
+    names = {c.__name__ for c in type(e).__mro__}
+    return type(e).__module__.startswith(("httpx", "requests", "urllib3", "huggingface_hub")) and bool(
+        names & {"ConnectError", "ConnectionError", "ConnectTimeout", "TimeoutException", "NetworkError", "ProxyError"}
+    )
+
+
+def _host(e: BaseException) -> str:
+    """``host:port`` of the request that failed, when the client says."""
+    try:
+        url = e.request.url  # httpx and requests errors carry their request
+    except (AttributeError, RuntimeError):
+        return "unknown host"
+    host, port = getattr(url, "host", None), getattr(url, "port", None)
+    if host is None:
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(str(url))
+        host, port = parts.hostname, parts.port
+    return f"{host}:{port}" if port else str(host)
 
 
 class _Group(click.Group):
-    """Turns :class:`PersistbenchError` into a one-line ``Error: ...`` and exit code 1."""
+    """Turns bad input and environment errors into one ``Error: ...`` line and exit code 1.
+
+    :class:`PersistbenchError` carries its own message; operating-system errors (a read-only or
+    missing output, a file where a folder should be) name their path; an HTTP client's
+    connection error names its host. Anything else is a bug and keeps its traceback.
+    """
 
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
+        except UsageError as e:
+            raise click.UsageError(str(e), ctx) from None
         except PersistbenchError as e:
             raise click.ClickException(str(e)) from None
+        except OSError as e:
+            raise click.ClickException(os_error_line(e)) from None
+        except Exception as e:
+            if _network_error(e):
+                raise click.ClickException(f"{_host(e)}: network unreachable ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+            raise
 
 
-def _size(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, int]:
+def _size(text: str, first: str, second: str) -> tuple[int, int]:
     try:
-        w, h = (int(v) for v in value.lower().split("x"))
-        if w <= 0 or h <= 0:
+        a, b = (int(v) for v in text.lower().split("x"))
+        if a <= 0 or b <= 0:
             raise ValueError
     except ValueError:
-        raise click.BadParameter(f"{value!r} is not WIDTHxHEIGHT") from None
-    return w, h
+        raise click.BadParameter(f"{text!r} is not {first}x{second}") from None
+    return a, b
+
+
+def _wh(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, int]:
+    """``WIDTHxHEIGHT`` -> (width, height)."""
+    return _size(value, "WIDTH", "HEIGHT")
+
+
+def _hw(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[int, int] | None:
+    """``HEIGHTxWIDTH`` -> (height, width)."""
+    return None if value is None else _size(value, "HEIGHT", "WIDTH")
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -39,14 +88,14 @@ def main() -> None:
 
 
 @main.command()
-@click.option("--out", required=True, type=click.Path(file_okay=False), help="Output directory.")
+@click.option("--output", "--out", "out", required=True, type=click.Path(file_okay=False), help="Output directory.")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False, exists=True), default=None,
               help="JSON of SynthConfig fields (e.g. configs/sample.json); options given here override it.")
 @click.option("--scenes", default=4, show_default=True, type=click.IntRange(1), help="Scenes (even: dynamic, odd: static).")
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--base-url", default=None, help="Source URL prefix, e.g. http://127.0.0.1:8000 (default: relative file paths).")
-@click.option("--pano-size", default="1024x512", show_default=True, callback=_size, help="Source clip size WxH (W = 2H).")
-@click.option("--size", "view_size", default="256x192", show_default=True, callback=_size, help="Output view size WxH.")
+@click.option("--pano-size", default="1024x512", show_default=True, callback=_wh, help="Source clip size WxH (W = 2H).")
+@click.option("--size", "view_size", default="256x192", show_default=True, callback=_wh, help="Output view size WxH.")
 @click.option("--hfov", "hfov_deg", default=90.0, show_default=True, type=click.FloatRange(1, 179), help="Horizontal field of view, degrees.")
 @click.option("--frames", "n_frames", default=60, show_default=True, type=click.IntRange(2), help="Frames per scene.")
 @click.option("--fps", default=10.0, show_default=True, type=click.FloatRange(0, min_open=True))
@@ -64,6 +113,7 @@ def synth(ctx: click.Context, out, config_file, base_url, **options) -> None:
     import dataclasses
     import json
 
+    from .layout import check_writable
     from .synth import SynthConfig, generate
 
     fields = {f.name for f in dataclasses.fields(SynthConfig)}
@@ -84,14 +134,15 @@ def synth(ctx: click.Context, out, config_file, base_url, **options) -> None:
         cfg = SynthConfig(**values)
     except (TypeError, ValueError) as e:
         raise click.UsageError(str(e)) from None
-    recipes = generate(out, cfg, base_url)
+    check_writable(out)
+    recipes = generate(out, cfg, base_url, progress=True)
     click.echo(f"wrote {cfg.scenes} scenes: {recipes}")
 
 
 @main.command()
 @click.option("--recipes", default=None, help="Recipes: a path, an http(s):// URL or hf://OWNER/REPO/PATH[@REV]. Default: the bundled sample.")
 @click.option("--output", default="reconstructed", show_default=True, type=click.Path(file_okay=False), help="Dataset root.")
-@click.option("--cache", default="cache/youtube", show_default=True, type=click.Path(file_okay=False), help="Source clip cache.")
+@click.option("--cache", default=DEFAULT_CACHE, show_default=True, type=click.Path(file_okay=False), help="Source clip cache.")
 @click.option("--limit", type=click.IntRange(1), default=None, help="Only the first N cases of the deterministic order.")
 @click.option("--subset", type=click.Choice(["dynamic", "static"]), default=None)
 @click.option("--workers", type=click.IntRange(1), default=1, show_default=True, help="Cases in parallel processes.")
@@ -132,7 +183,7 @@ def download(recipes, output, cache, limit, subset, workers, shard, frame_format
                            download_only=download_only, accept_changed_sources=accept_changed_sources,
                            progress=not no_progress)  # fmt: skip
     if dry_run:
-        selected = plan(source.path, opts)
+        selected = plan(source, opts)
         for r in selected:
             where = "cached" if cached_clip(r, src_opts) else r.source.url
             click.echo(f"{r.subset}/{r.case_id}: {r.n_frames} frames from {where}")
@@ -199,8 +250,11 @@ def infer(model_spec, dataset, output, model_config, device, limit, subset, shar
 @click.option("--pred", required=True, type=click.Path(file_okay=False, exists=True), help="A run directory (runs/NAME).")
 @click.option("--dataset", default=None, type=click.Path(file_okay=False, exists=True), help="Default: the one in run.json.")
 @click.option("--protocol", default="classic-v1", show_default=True, help="Protocol name or JSON file.")
-@click.option("--metrics", "metric_list", default="psnr,ssim,lpips,iou,presence,continuity", show_default=True)
-@click.option("--eval-size", default=None, metavar="HxW", help="Evaluation size, height x width (default: the protocol's, 384x512).")
+@click.option("--metrics", "metric_list", default=None, metavar="LIST",
+              help="Comma-separated metrics (default: the protocol's: psnr,ssim,lpips,iou,presence,continuity); "
+              "metrics scored before for the same prediction and protocol are kept.")
+@click.option("--eval-size", default=None, metavar="HxW", callback=_hw,
+              help="Evaluation size, height x width (default: the protocol's, 384x512); scores go to scores/<protocol>-<hash>/.")
 @click.option("--device", default="cpu", show_default=True, help="For LPIPS.")
 @click.option("--lpips-weights", default=None, type=click.Path(dir_okay=False, exists=True),
               help="torchvision AlexNet weights (default: $TORCH_HOME/hub/checkpoints/alexnet-owt-7be5be79.pth).")
@@ -227,21 +281,27 @@ def score(pred, dataset, protocol, metric_list, eval_size, device, lpips_weights
     """
     from pathlib import Path
 
-    from .layout import RunLayout, read_json
+    from .layout import RunLayout, check_writable, read_json
     from .runner import Shard
-    from .score import LOCALISATION, MASKED, ScoreOptions, score as run_score
+    from .score import METRICS, ScoreOptions, load_protocol, score as run_score
 
-    wanted = tuple(m.strip() for m in metric_list.split(",") if m.strip())
-    unknown = set(wanted) - set(MASKED + LOCALISATION)
-    if unknown:
-        raise click.BadParameter(f"unknown metrics {sorted(unknown)}", param_hint="--metrics")
+    if metric_list is None:
+        wanted = load_protocol(protocol, eval_size).metrics
+    else:
+        wanted = tuple(m.strip() for m in metric_list.split(",") if m.strip())
+        if not wanted:
+            raise click.BadParameter("no metric named; choose from " + ",".join(METRICS), param_hint="--metrics")
+        unknown = set(wanted) - set(METRICS)
+        if unknown:
+            raise click.BadParameter(f"unknown metrics {sorted(unknown)}; choose from {','.join(METRICS)}", param_hint="--metrics")
     if dataset is None:
-        dataset = read_json(RunLayout(Path(pred)).run_json).get("dataset", {}).get("root")
+        info = read_json(RunLayout(Path(pred)).run_json)
+        dataset = info.get("dataset", {}).get("root") if isinstance(info, dict) and isinstance(info.get("dataset"), dict) else None
         if dataset is None:
             raise click.UsageError(f"{pred}/run.json names no dataset: pass --dataset")
-    size = _size(None, None, eval_size) if eval_size else None  # "HxW": here the first number is the height
+    check_writable(Path(pred) / "scores")
     opts = ScoreOptions(pred=Path(pred), dataset=Path(dataset), protocol=protocol, metrics=wanted, device=device,
-                        lpips_weights=lpips_weights, allow_download=allow_download, eval_size=size)  # fmt: skip
+                        lpips_weights=lpips_weights, allow_download=allow_download, eval_size=eval_size)  # fmt: skip
     if shard and aggregate_only:
         raise click.UsageError("--shard scores cases; --aggregate-only then combines all shards: use them in separate calls")
     summary = run_score(opts, workers=workers, shard=Shard.parse(shard) if shard else None, resume=resume,
@@ -249,12 +309,13 @@ def score(pred, dataset, protocol, metric_list, eval_size, device, lpips_weights
     if summary is None:
         click.echo(f"shard {shard} scored; when every shard is done: persistbench score --pred {pred} --aggregate-only")
         return
-    click.echo(RunLayout(Path(pred)).summary_md(summary["protocol"]).read_text(), nl=False)
+    click.echo(RunLayout(Path(pred)).summary_md(summary["scores_dir"]).read_text(), nl=False)
+    click.echo(f"scores: {RunLayout(Path(pred)).scores_dir(summary['scores_dir'])}")
 
 
 @main.command()
 @click.argument("root", type=click.Path(file_okay=False, exists=True))
-@click.option("--out", required=True, type=click.Path(file_okay=False), help="A new directory for the distribution.")
+@click.option("--output", "--out", "out", required=True, type=click.Path(file_okay=False), help="A new directory for the distribution.")
 @click.option("--shard-size", default="1.2GB", show_default=True, help="Target bytes per tar shard (pairs are never split).")
 @click.option("--samples", type=click.IntRange(0), default=4, show_default=True, help="Pairs also kept unarchived in samples/.")
 @click.option("--date", default=None, metavar="YYYY-MM-DD", help="Publication date for croissant.json (default: left out).")
@@ -266,9 +327,13 @@ def pack(root, out, shard_size, samples, date, workers) -> None:
     Example:
       persistbench pack reconstructed --out dist --shard-size 1.2GB
     """
+    from pathlib import Path
+
+    from .layout import check_writable
     from .pack import pack as run_pack, parse_size
 
-    dist = run_pack(root, out, parse_size(shard_size), samples, date, workers)
+    check_writable(Path(out).absolute().parent)
+    dist = run_pack(root, out, parse_size(shard_size), samples, date, workers, progress=True)
     click.echo(f"packed {root} into {dist.root}: {len(list(dist.shards_dir.glob('shard-*.tar')))} shard(s)")
 
 
@@ -290,18 +355,21 @@ def fetch(output, repo, revision, from_dir, include, no_progress) -> None:
       persistbench fetch --from /mnt/dist --output data
     """
     from .fetch import DEFAULT_REPO, fetch as run_fetch, hub_source, local_source
+    from .layout import check_writable
 
     if from_dir and (repo or revision):
         raise click.UsageError("--from takes the files from a directory; --repo/--revision name a Hub repository")
+    check_writable(output)
     source = local_source(from_dir) if from_dir else hub_source(repo or DEFAULT_REPO, revision)
     record = run_fetch(output, source, include, progress=not no_progress)
-    click.echo(f"fetched {record['files']} file(s) into {output}; check them with: persistbench verify {output}")
+    click.echo(f"fetched {record['pairs']} pair(s) from {record['files']} file(s) into {output}; "
+               f"check them with: persistbench verify {output}")  # fmt: skip
 
 
 @main.command()
 @click.option("--for", "wanted", type=click.Choice(["all", "download", "infer", "score", "pack", "fetch", "synth", "report", "demo"]),
               default="all", show_default=True, help="Exit non-zero only when something this command needs is missing.")
-@click.option("--cache", default="cache", show_default=True, type=click.Path(file_okay=False))
+@click.option("--cache", default=DEFAULT_CACHE, show_default=True, type=click.Path(file_okay=False))
 @click.option("--output", default=".", show_default=True, type=click.Path(file_okay=False))
 @click.option("--lpips-weights", default=None, type=click.Path(dir_okay=False))
 def doctor(wanted, cache, output, lpips_weights) -> None:
@@ -324,12 +392,13 @@ def doctor(wanted, cache, output, lpips_weights) -> None:
     if bad:
         click.echo(f"{len(bad)} missing for {wanted}: {', '.join(c.name for c in bad)}")
         raise SystemExit(1)
-    click.echo(f"ready for {wanted}")
+    optional = [c.name for c in checks if not c.ok]
+    click.echo(f"ready for {wanted}" + (f"; optional, missing: {', '.join(optional)}" if optional else ""))
 
 
 @main.command()
 @click.argument("runs", nargs=-1, required=True, type=click.Path(file_okay=False, exists=True))
-@click.option("--out", default="report.html", show_default=True, type=click.Path(dir_okay=False))
+@click.option("--output", "--out", "out", default="report.html", show_default=True, type=click.Path(dir_okay=False))
 @click.option("--protocol", default="classic-v1", show_default=True)
 def report(runs, out, protocol) -> None:
     """One self-contained HTML report of scored runs: leaderboard, charts, memory curves, contact sheets.
@@ -338,13 +407,17 @@ def report(runs, out, protocol) -> None:
     Example:
       persistbench report runs/hold runs/reproject --out report.html
     """
+    from pathlib import Path
+
+    from .layout import check_writable
     from .report import build_report
 
-    click.echo(f"report: {build_report(list(runs), out, protocol)}")
+    check_writable(Path(out).absolute().parent)
+    click.echo(f"report: {build_report(list(runs), out, protocol, progress=True)}")
 
 
 @main.command()
-@click.option("--out", default="persistbench-demo", show_default=True, type=click.Path(file_okay=False),
+@click.option("--output", "--out", "out", default="persistbench-demo", show_default=True, type=click.Path(file_okay=False),
               help="A new (or empty) directory for everything the demo makes.")
 @click.option("--workers", type=click.IntRange(1), default=2, show_default=True)
 @click.option("--no-progress", is_flag=True)
@@ -356,20 +429,23 @@ def demo(out, workers, no_progress) -> None:
       persistbench demo --out persistbench-demo
     """
     from .demo import demo as run_demo
+    from .layout import check_writable
 
+    check_writable(out)
     run_demo(out, workers=workers, progress=not no_progress, echo=click.echo)
 
 
 @main.command()
 @click.argument("root", type=click.Path(file_okay=False))
-def verify(root) -> None:
+@click.option("--no-progress", is_flag=True)
+def verify(root, no_progress) -> None:
     """Check a dataset against the layout contract; one line per problem.
 
     Example: persistbench verify reconstructed/
     """
     from .verify import verify_dataset
 
-    problems, n = verify_dataset(root)
+    problems, n = verify_dataset(root, progress=not no_progress)
     for line in problems:
         click.echo(line)
     if problems:

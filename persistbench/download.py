@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import tempfile
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -19,7 +18,18 @@ from pathlib import Path
 
 from . import runner
 from .errors import PersistbenchError
-from .layout import RECIPES_PROVENANCE, STATE_DIR, read_case_records, read_index, sha256_file, write_bytes, write_json
+from .layout import (
+    RECIPES_PROVENANCE,
+    STATE_DIR,
+    atomic_path,
+    check_writable,
+    copy_bounded,
+    read_case_records,
+    read_index,
+    recorded_sha256,
+    sha256_file,
+    write_json,
+)
 from .recipes import Recipe, load_recipes
 from .reconstruct import clip_frames, reconstruct_case
 from .sources import SourceOptions, cached_clip, fetch, is_youtube, require_js_runtime
@@ -30,11 +40,19 @@ def bundled_recipes() -> Path:
     return Path(str(resources.files("persistbench") / "data" / "sample" / "recipes.jsonl"))
 
 
+MAX_RECIPES_BYTES = 1 << 30  # a remote recipes file larger than this is refused while it streams
+
+
 @dataclass(frozen=True)
 class RecipeSource:
     path: Path  # local file
     spec: str  # what the user gave (or "bundled")
     revision: str | None = None  # hf:// commit hash
+
+    @property
+    def origin(self) -> str:
+        """How errors name the file: the URL for a fetched file, else its path."""
+        return self.spec if self.spec.startswith(("http://", "https://", "hf://")) else str(self.path)
 
 
 def resolve_recipes(spec: str | None, cache: Path) -> RecipeSource:
@@ -46,8 +64,8 @@ def resolve_recipes(spec: str | None, cache: Path) -> RecipeSource:
     if spec.startswith(("http://", "https://")):
         target = cache / "recipes" / f"{hashlib.sha256(spec.encode()).hexdigest()[:16]}.jsonl"
         try:
-            with urllib.request.urlopen(spec, timeout=60) as r:
-                write_bytes(target, r.read())
+            with urllib.request.urlopen(spec, timeout=60) as r, atomic_path(target) as tmp, open(tmp, "wb") as f:
+                copy_bounded(r, f, MAX_RECIPES_BYTES, spec)
         except (urllib.error.URLError, OSError) as e:
             raise PersistbenchError(f"{spec}: cannot fetch recipes: {getattr(e, 'reason', e)}") from None
         return RecipeSource(target, spec)
@@ -99,18 +117,15 @@ def _download_case(recipe: Recipe, opts: DownloadOptions) -> None:
     reconstruct_case(recipe, clip_frames(recipe, clip), opts.output, opts.frame_format, opts.accept_changed_sources)
 
 
-def _check_writable(directory: Path) -> None:
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=directory, prefix=".write-test-"):
-            pass
-    except OSError as e:
-        raise PersistbenchError(f"{directory}: output directory is not writable ({e.strerror})") from None
+def _recorded(recipe: Recipe, root: Path) -> bool:
+    """Whether the case is complete with this recipe (asked again under the case's lock)."""
+    return recorded_sha256(root, recipe.subset, recipe.case_id) == recipe.sha256
 
 
-def plan(recipes_path: Path, opts: DownloadOptions) -> list[Recipe]:
+def plan(source: RecipeSource, opts: DownloadOptions) -> list[Recipe]:
     """The recipes this run handles, in the deterministic order."""
-    return runner.select(load_recipes(recipes_path), lambda r: r.subset, opts.subset, opts.limit, opts.shard)
+    recipes = load_recipes(source.path, source.origin)
+    return runner.select(recipes, lambda r: r.subset, opts.subset, opts.limit, opts.shard)
 
 
 def complete_cases(root: Path) -> dict[tuple[str, str], str]:
@@ -125,18 +140,21 @@ def download(source: RecipeSource, opts: DownloadOptions) -> list[runner.Outcome
     Complete cases whose recipe is unchanged are skipped; incomplete ones are
     redone. Returns one outcome per selected case, in order.
     """
-    recipes = plan(source.path, opts)
+    recipes = plan(source, opts)
     if opts.sources.sources_dir is None and any(
         is_youtube(r.source.url) and cached_clip(r, opts.sources) is None for r in recipes
     ):
         require_js_runtime()
+    if opts.sources.sources_dir is None:
+        check_writable(opts.sources.cache, "cache")
     if not opts.download_only:
-        _check_writable(opts.output)
+        check_writable(opts.output)
         write_json(opts.output / RECIPES_PROVENANCE, {"recipes": source.spec, "revision": source.revision,
                                                       "sha256": sha256_file(source.path)})  # fmt: skip
     done = {} if opts.download_only else complete_cases(opts.output)
     state = (opts.output if not opts.download_only else opts.sources.cache) / STATE_DIR
-    job = runner.Job(functools.partial(_download_case, opts=opts), state)
+    recheck = None if opts.download_only else functools.partial(_recorded, root=opts.output)
+    job = runner.Job(functools.partial(_download_case, opts=opts), state, recheck)
     return runner.run(
         recipes,
         key_of=lambda r: r.case_id,

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from .errors import PersistbenchError
-from .layout import PAIR_FILE_RE, PAIR_MEMBER_RE, SHARD_RE, STATE_DIR, DistributionLayout, read_json, sha256_file, write_json
+from .layout import CASES_JSONL, DB_NAME, PAIR_FILE_RE, PAIR_MEMBER_RE, SHARD_RE, STATE_DIR, DistributionLayout, read_json, sha256_file, write_json
 
 DEFAULT_REPO = "persistbench/persistbench"
 FETCH_JSON = "fetch.json"
@@ -137,6 +137,9 @@ def fetch(output: str | os.PathLike, source: Source, include: str = "all", progr
     from tqdm import tqdm
 
     output = Path(output)
+    for name in (CASES_JSONL, DB_NAME):
+        if (output / name).exists():
+            raise PersistbenchError(f"{output}: holds a reconstructed dataset ({name}); fetch into a new directory")
     (output / STATE_DIR).mkdir(parents=True, exist_ok=True)  # holds the extraction staging and the done records
     checksums = read_json(source.get(REMOTE.checksums_json.as_posix()))
     index = read_json(source.get(REMOTE.index_json.as_posix()))
@@ -168,8 +171,8 @@ def fetch(output: str | os.PathLike, source: Source, include: str = "all", progr
                 shutil.copyfile(path, tmp)
                 os.replace(tmp, target)
             write_json(_done_path(output, name), {"name": name, "sha256": want["sha256"]})
-    record = {**source.description, "include": include, "files": len(names),
-              "pairs": len(index) if include == "all" else None}  # fmt: skip
+    pairs = len(index) if include == "all" else len({"/".join(n.removeprefix(samples).split("/")[:3]) for n in names})
+    record = {**source.description, "include": include, "files": len(names), "pairs": pairs}
     write_json(output / FETCH_JSON, record)
     return record
 

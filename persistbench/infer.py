@@ -14,7 +14,6 @@ import atexit
 import functools
 import hashlib
 import json
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,8 +21,10 @@ from pathlib import Path
 import numpy as np
 
 from . import __version__, runner, sphere
-from .errors import PersistbenchError
-from .layout import STATE_DIR, Dataset, RunLayout, read_json, sha256_file, write_image, write_json
+from .errors import PersistbenchError, UsageError
+from .layout import STATE_DIR, Dataset, RunLayout, check_writable, file_lock, read_json, sha256_file, write_image, write_json
+from .names import remove_tree
+from .verify import require_usable
 from .models import BaseModel, ModelInput, ModelOutput, load_model, resolve
 
 
@@ -79,7 +80,9 @@ def crop_resize(image: np.ndarray, box: tuple[int, int, int, int], out: tuple[in
     crop = image[y0 : y0 + ch, x0 : x0 + cw]
     if (cw, ch) == tuple(out):
         return np.ascontiguousarray(crop)
-    interp = cv2.INTER_NEAREST if nearest else cv2.INTER_AREA if out[0] < cw else cv2.INTER_LINEAR
+    # Masks: centre-aligned nearest (source pixel floor((i + 0.5) * s), as PIL's NEAREST); cv2's
+    # INTER_NEAREST takes floor(i * s) and shifts masks by up to half a pixel against the RGB.
+    interp = cv2.INTER_NEAREST_EXACT if nearest else cv2.INTER_AREA if out[0] < cw else cv2.INTER_LINEAR
     return cv2.resize(crop, tuple(out), interpolation=interp)
 
 
@@ -160,9 +163,28 @@ def close_models() -> None:
             close()
 
 
-def protocol_of(model) -> dict:
+def sampling_of(model: object, name: str) -> tuple[int, tuple[int, int]]:
+    """``(num_frames, (height, width))`` a model (class or instance) asks for, checked.
+
+    ``num_frames`` is -1 (every frame) or positive; ``resolution`` is -1 or (-1, -1) (the dataset's
+    size) or two positive integers. Anything else is refused naming the model.
+    """
+    n = getattr(model, "num_frames", -1)
+    res = getattr(model, "resolution", (-1, -1))
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not (n == -1 or n > 0):
+        raise PersistbenchError(f"--model {name}: num_frames must be -1 (all) or a positive integer, found {n!r}")
+    if isinstance(res, (int, np.integer)) and not isinstance(res, bool) and res == -1:
+        res = (-1, -1)
+    ok = isinstance(res, (tuple, list)) and len(res) == 2 and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in res)
+    if not ok or not (tuple(res) == (-1, -1) or min(res) > 0):
+        raise PersistbenchError(f"--model {name}: resolution must be -1 or (height, width) positive integers, found {res!r}")
+    return int(n), (int(res[0]), int(res[1]))
+
+
+def protocol_of(model: object, name: str) -> dict:
     """The sampling a model (class or instance) asks for, as recorded in ``run.json``."""
-    return {"num_frames": int(getattr(model, "num_frames", -1)), "resolution": [int(v) for v in getattr(model, "resolution", (-1, -1))],
+    n, res = sampling_of(model, name)
+    return {"num_frames": n, "resolution": list(res),
             "sampling": "np.linspace(0, T-1, num_frames).round(); centre crop to the aspect ratio; area resize"}  # fmt: skip
 
 
@@ -187,12 +209,12 @@ def _cameras(view, idx: np.ndarray, box, out_size) -> dict:
 def infer_case(key: tuple[str, str], opts: InferOptions) -> None:
     """Predict one case ``(subset, case_id)`` and write it; ``case.json`` last."""
     subset, case_id = key
-    case = Dataset(opts.dataset).case(subset, case_id)
+    case = require_usable(Dataset(opts.dataset).case(subset, case_id))
     model = _model(opts)
     source, target = case.view("view_0"), case.view("center")
-    h0, w0 = source.mask(0).shape  # masks are PNG files in every layout: no video decode for the size
-    idx = sample_indices(case.n_frames, int(getattr(model, "num_frames", -1)))
-    resolution = tuple(getattr(model, "resolution", (-1, -1)))
+    w0, h0 = case.size or source.mask(0).shape[::-1]  # masks are PNG files in every layout: no video decode
+    num_frames, resolution = sampling_of(model, opts.model)
+    idx = sample_indices(case.n_frames, num_frames)
     box = crop_box((w0, h0), resolution)
     out_size = target_size((w0, h0), resolution)
     cams_out = _cameras(target, idx, box, out_size)
@@ -204,6 +226,8 @@ def infer_case(key: tuple[str, str], opts: InferOptions) -> None:
         out = model.predict(sample)
     except PersistbenchError:
         raise
+    except SystemExit as e:  # the model's own code ended the process: that case fails, the run goes on
+        raise PersistbenchError(f"{case_id}: model called sys.exit({e.code!r}) in predict()") from None
     except Exception as e:  # the model's own code: one line, the run goes on
         raise PersistbenchError(f"{case_id}: model raised {type(e).__name__}: {e}".splitlines()[0]) from None
     try:
@@ -229,7 +253,7 @@ def _from_equirect(frames, masks, cams, size):
 
 
 def _write_case(run: RunLayout, subset, case_id, idx, frames, masks, projection, source_size, box) -> None:
-    shutil.rmtree(run.case_dir(subset, case_id), ignore_errors=True)  # leftovers of an interrupted run
+    remove_tree(run.root, run.case_dir(subset, case_id))  # leftovers of an interrupted run
     files = {}
     for t in range(len(frames)):
         path = run.frame_path(subset, case_id, t)
@@ -268,6 +292,10 @@ def case_record(run: RunLayout, subset: str, case_id: str) -> dict | None:
     return info if info.get("uid") == case_id else None
 
 
+def _predicted(key: tuple[str, str], run: RunLayout) -> bool:
+    return case_record(run, *key) is not None
+
+
 def start_run(opts: InferOptions, resume: bool, overwrite: bool) -> dict:
     """Write (or, with ``resume``, check) ``run.json`` before any case; return it."""
     run = RunLayout(opts.output)
@@ -279,15 +307,26 @@ def start_run(opts: InferOptions, resume: bool, overwrite: bool) -> dict:
     info = {
         "model": opts.model, "config": opts.config or {}, "device": opts.device,
         "oracle": bool(getattr(model, "uses_ground_truth", False)),
-        "protocol": protocol_of(model),
+        "protocol": protocol_of(model, opts.model),
         "dataset": {"root": str(ds.root.resolve()), "fingerprint": dataset_fingerprint(ds)},
         "toolkit_version": __version__,
         "model_class": f"{type(model).__module__}.{type(model).__qualname__}" if isinstance(factory, functools.partial)
         else f"{factory.__module__}.{factory.__qualname__}",
     }  # fmt: skip
+    with file_lock(run.root / STATE_DIR / "run.lock"):  # two infers into one output: one decides, then the other
+        return _claim_run(run, info, resume, overwrite)
+
+
+def _claim_run(run: RunLayout, info: dict, resume: bool, overwrite: bool) -> dict:
     if run.run_json.exists():
         if overwrite:
-            shutil.rmtree(run.root)
+            for entry in run.root.iterdir():  # everything of the old run goes but .state/, which holds the lock
+                if entry.name == STATE_DIR:
+                    continue
+                if entry.is_dir() and not entry.is_symlink():
+                    remove_tree(run.root, entry)
+                else:
+                    entry.unlink()
         elif resume:
             old = read_json(run.run_json)
             for key in ("model", "config", "protocol"):
@@ -305,13 +344,18 @@ def start_run(opts: InferOptions, resume: bool, overwrite: bool) -> dict:
 def infer(opts: InferOptions, limit: int | None = None, subset: str | None = None, shard: runner.Shard | None = None,
           workers: int = 1, resume: bool = False, overwrite: bool = False, progress: bool = True) -> list[runner.Outcome]:  # fmt: skip
     """Run the model over the selected cases; one outcome per case, in order."""
-    cases = runner.select(Dataset(opts.dataset).cases(), lambda c: c.subset, subset, limit, shard)
+    everything = Dataset(opts.dataset).cases()
+    if not everything:
+        raise UsageError(f"{opts.dataset}: no cases (not a dataset root? expected <subset>/<case_id>/view_0/)")
+    cases = runner.select(everything, lambda c: c.subset, subset, limit, shard)
+    check_writable(opts.output)
     start_run(opts, resume, overwrite)
     run = RunLayout(opts.output)
     keys = [(c.subset, c.case_id) for c in cases]
-    job = runner.Job(functools.partial(infer_case, opts=opts), run.root / STATE_DIR)
+    predicted = functools.partial(_predicted, run=run)
+    job = runner.Job(functools.partial(infer_case, opts=opts), run.root / STATE_DIR, predicted)
     try:
-        return runner.run(keys, key_of=lambda k: k[1], job=job, is_done=lambda k: case_record(run, *k) is not None,
-                          workers=workers, desc="infer", progress=progress)  # fmt: skip
+        return runner.run(keys, key_of=lambda k: k[1], job=job, is_done=predicted, workers=workers, desc="infer",
+                          progress=progress)  # fmt: skip
     finally:
         close_models()

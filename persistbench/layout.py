@@ -20,19 +20,21 @@ import hashlib
 import io
 import json
 import os
-import pickle
 import re
 import sqlite3
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
+from . import contracts
 from .errors import PersistbenchError
+from .names import NAME_PATTERN, check_name, child, name_problem
+from .safeload import load_npy
 
 # ---------------------------------------------------------------- names
 
@@ -69,6 +71,7 @@ DATA_COLUMNS: dict[str, str] = {
     "height": "INTEGER",
     "source_id": "TEXT",
     "toolkit_version": "TEXT",
+    "recipe_sha256": "TEXT",
 }
 
 _IMAGE_RE = re.compile(r"^(?:frame_|mask_)?(\d{4,5})\.(?:png|jpg|jpeg)$", re.IGNORECASE)
@@ -126,11 +129,14 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it into place on success.
 
     On any exception the temporary file is removed and ``path`` is untouched.
-    Parent directories are created.
+    Parent directories are created. The temporary name holds the writer's pid
+    (``.<name>.<pid>.<random>.tmp``), so what a killed writer left behind is
+    recognised and removed by the next write of the same file.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    _remove_stale_temporaries(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
     os.fchmod(fd, 0o666 & ~UMASK)  # mkstemp makes 0600; give the file the usual permissions
     os.close(fd)
     tmp_path = Path(tmp)
@@ -140,6 +146,29 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     except BaseException:
         tmp_path.unlink(missing_ok=True)
         raise
+
+
+def _remove_stale_temporaries(path: Path) -> None:
+    """Remove temporaries of ``path`` (and SQLite's journals of them) whose writing process is gone."""
+    prefix = f".{path.name}."
+    with os.scandir(path.parent) as entries:
+        for entry in entries:
+            name = entry.name
+            if not (name.startswith(prefix) and name.endswith((".tmp", ".tmp-journal"))):
+                continue
+            pid = name[len(prefix) :].split(".", 1)[0]
+            if pid.isdigit() and not _process_alive(int(pid)):
+                Path(entry.path).unlink(missing_ok=True)
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
 
 
 @contextlib.contextmanager
@@ -155,6 +184,28 @@ def file_lock(path: str | os.PathLike) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def check_writable(directory: str | os.PathLike, what: str = "output") -> None:
+    """Create ``directory`` if needed and prove a file can be written in it; else one line naming it."""
+    directory = Path(directory)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=".write-test-"):
+            pass
+    except OSError as e:
+        raise PersistbenchError(f"{directory}: {what} directory is not writable ({e.strerror})") from None
+
+
+def copy_bounded(src: BinaryIO, dst: BinaryIO, limit: int, name: str) -> int:
+    """Copy a stream in 1 MiB chunks, refusing it once more than ``limit`` bytes came; return the bytes copied."""
+    total = 0
+    while chunk := src.read(1 << 20):
+        total += len(chunk)
+        if total > limit:
+            raise PersistbenchError(f"{name}: larger than the {limit >> 20} MiB allowed; refused")
+        dst.write(chunk)
+    return total
 
 
 def write_bytes(path: str | os.PathLike, data: bytes) -> str:
@@ -221,14 +272,34 @@ def write_image(path: str | os.PathLike, image: np.ndarray) -> str:
 
 
 def read_image(path: str | os.PathLike, gray: bool = False) -> np.ndarray:
-    """Read an image as RGB ``(H, W, 3)`` or, with ``gray``, ``(H, W)`` uint8."""
+    """Read an 8-bit image as RGB ``(H, W, 3)`` or, with ``gray``, ``(H, W)`` uint8.
+
+    An RGB read refuses a file that is not 8-bit three-channel colour (a grayscale or
+    16-bit frame is a broken frame, not one to convert silently).
+    """
     import cv2
 
     data = np.fromfile(path, np.uint8)
-    image = cv2.imdecode(data, cv2.IMREAD_GRAYSCALE if gray else cv2.IMREAD_COLOR) if data.size else None
+    image = cv2.imdecode(data, cv2.IMREAD_GRAYSCALE if gray else cv2.IMREAD_UNCHANGED) if data.size else None
     if image is None:
         raise PersistbenchError(f"{path}: not a readable image")
-    return image if gray else cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+    if gray:
+        return image
+    if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
+        channels = 1 if image.ndim == 2 else image.shape[2]
+        raise PersistbenchError(f"{path}: expected an 8-bit RGB image, found {channels} channel(s) of {image.dtype}")
+    return cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+
+
+def image_size(path: str | os.PathLike) -> tuple[int, int]:
+    """``(w, h)`` of an image from its header alone (nothing decoded), to bound untrusted files before reading."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as image:
+            return image.size
+    except (OSError, UnidentifiedImageError, ValueError) as e:
+        raise PersistbenchError(f"{path}: not a readable image ({e})") from None
 
 
 def list_images(directory: str | os.PathLike) -> list[Path]:
@@ -243,70 +314,7 @@ def list_images(directory: str | os.PathLike) -> list[Path]:
     return sorted(p for p in directory.iterdir() if _IMAGE_RE.match(p.name))
 
 
-# ---------------------------------------------------------------- safe .npy loader
-
-
-def _numpy_multiarray():
-    try:
-        from numpy._core import multiarray  # numpy >= 2
-    except ImportError:  # pragma: no cover - numpy 1.x
-        from numpy.core import multiarray
-    return multiarray
-
-
-class _SafeUnpickler(pickle.Unpickler):
-    """Unpickles numpy arrays, scalars and dtypes and builtin containers only."""
-
-    def find_class(self, module: str, name: str):
-        multiarray = _numpy_multiarray()
-        allowed = {
-            ("numpy.core.multiarray", "_reconstruct"): multiarray._reconstruct,
-            ("numpy._core.multiarray", "_reconstruct"): multiarray._reconstruct,
-            ("numpy.core.multiarray", "scalar"): multiarray.scalar,
-            ("numpy._core.multiarray", "scalar"): multiarray.scalar,
-            ("numpy", "ndarray"): np.ndarray,
-            ("numpy", "dtype"): np.dtype,
-            ("_codecs", "encode"): __import__("_codecs").encode,  # latin-1 bytes in old pickles
-            ("collections", "OrderedDict"): __import__("collections").OrderedDict,
-            ("builtins", "set"): set,
-            ("builtins", "frozenset"): frozenset,
-            ("builtins", "complex"): complex,
-            ("builtins", "bytearray"): bytearray,
-        }
-        try:
-            return allowed[(module, name)]
-        except KeyError:
-            raise pickle.UnpicklingError(f"refusing to unpickle {module}.{name}") from None
-
-
-def load_npy(path: str | os.PathLike) -> Any:
-    """Load a ``.npy`` file without running arbitrary pickled code.
-
-    Plain arrays load as with ``np.load(allow_pickle=False)``. Object arrays
-    (the public format's pickled dictionaries) are unpickled with an
-    allowlist: numpy arrays, scalars and dtypes and builtin containers. A 0-d
-    object array is unwrapped to its item (the dictionary).
-
-    Raises:
-        PersistbenchError: naming the file, for anything else in the pickle
-        or a malformed file.
-    """
-    try:
-        with open(path, "rb") as f:
-            version = np.lib.format.read_magic(f)
-            header = (
-                np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-            )
-            shape, _, dtype = header(f)
-            if not dtype.hasobject:
-                f.seek(0)
-                return np.load(f, allow_pickle=False)
-            array = _SafeUnpickler(io.BytesIO(f.read())).load()
-    except (OSError, ValueError, EOFError, pickle.UnpicklingError, AttributeError, TypeError, IndexError) as e:
-        raise PersistbenchError(f"{path}: unsafe or malformed .npy file: {e}") from None
-    if not isinstance(array, np.ndarray) or array.shape != shape:
-        raise PersistbenchError(f"{path}: malformed .npy file: pickle does not hold the declared array")
-    return array.item() if array.shape == () else array
+# ---------------------------------------------------------------- public-format dictionaries
 
 
 def save_npy_dict(path: str | os.PathLike, data: dict) -> str:
@@ -324,11 +332,16 @@ def save_npy_dict(path: str | os.PathLike, data: dict) -> str:
 
 
 class View:
-    """One view (``view_0`` or ``center``) of a case; everything is read lazily."""
+    """One view (``view_0`` or ``center``) of a case; everything is read lazily and checked as it is read.
 
-    def __init__(self, path: Path):
+    ``size`` = (w, h) every frame and mask must have (from the case's record), or None: the
+    size of the first one read.
+    """
+
+    def __init__(self, path: Path, size: tuple[int, int] | None = None):
         self.path = path
         self.name = path.name
+        self.size = tuple(size) if size is not None else None
 
     @cached_property
     def frame_paths(self) -> list[Path]:
@@ -353,57 +366,86 @@ class View:
         """Number of frames: frame files, or the masks beside a ``video.mp4``."""
         return len(self.frame_paths) if self.frame_paths else len(self.mask_paths)
 
+    def _sized(self, image: np.ndarray, where: object) -> np.ndarray:
+        got = (image.shape[1], image.shape[0])
+        if self.size is None:
+            self.size = got
+        elif got != self.size:
+            raise PersistbenchError(f"{where}: {got[0]}x{got[1]}, expected {self.size[0]}x{self.size[1]}")
+        return image
+
     def frames(self) -> Iterator[np.ndarray]:
         """RGB uint8 ``(H, W, 3)`` frames in order, decoded one at a time."""
         if self.video_path is not None:
             from .video import read_frames
 
-            yield from read_frames(self.video_path)
+            for i, frame in enumerate(read_frames(self.video_path)):
+                yield self._sized(frame, f"{self.video_path} frame {i}")
         else:
             for p in self.frame_paths:
-                yield read_image(p)
+                yield self._sized(read_image(p), p)
 
     def frame(self, index: int) -> np.ndarray:
         if self.video_path is not None:
             for i, frame in enumerate(self.frames()):
                 if i == index:
                     return frame
-            raise IndexError(f"{self.video_path}: no frame {index}")
-        return read_image(self.frame_paths[index])
+            raise PersistbenchError(f"{self.video_path}: no frame {index}")
+        return self._sized(read_image(self.frame_paths[index]), self.frame_paths[index])
+
+    def mask(self, index: int) -> np.ndarray:
+        """uint8 ``(H, W)`` mask ``index`` (0/255); anything else is refused naming the file."""
+        path = self.mask_paths[index]
+        mask = self._sized(read_image(path, gray=True), path)
+        if ((mask != 0) & (mask != 255)).any():
+            raise PersistbenchError(f"{path}: mask is not binary 0/255")
+        return mask
 
     def masks(self) -> Iterator[np.ndarray]:
         """uint8 ``(H, W)`` masks (0/255) in order."""
-        for p in self.mask_paths:
-            yield read_image(p, gray=True)
+        for i in range(len(self.mask_paths)):
+            yield self.mask(i)
 
-    def mask(self, index: int) -> np.ndarray:
-        return read_image(self.mask_paths[index], gray=True)
-
-    def camera(self) -> dict:
-        """``{cam_poses: (T, 4, 4) camera-to-world, cam_intrinsic: (3, 3)}`` via the safe loader."""
-        return _load_dict(self.camera_path)
+    def camera(self, n_frames: int | None = None) -> dict:
+        """``{cam_poses: (T, 4, 4) camera-to-world, cam_intrinsic: (3, 3)}`` via the safe loader, checked."""
+        return _load_dict(self.camera_path, contracts.camera_problems, n_frames if n_frames is not None else self.n_frames)
 
 
-def _load_dict(path: Path) -> dict:
+def _load_dict(path: Path, problems: Callable[[dict, int], Iterator[str]], n: int) -> dict:
+    """A public-format dictionary through the safe loader; the first of ``problems(data, n)`` is raised."""
     data = load_npy(path)
     if not isinstance(data, dict):
         raise PersistbenchError(f"{path}: expected a pickled dictionary, found {type(data).__name__}")
+    problem = next(iter(problems(data, n)), None)
+    if problem:
+        raise PersistbenchError(f"{path}: {problem}")
     return data
 
 
 @dataclass(frozen=True)
 class Case:
-    """One case of a dataset. ``path`` is the directory holding ``view_0/`` and ``center/``."""
+    """One case of a dataset. ``path`` is the directory holding ``view_0/`` and ``center/``.
+
+    ``record`` is the case's line of ``cases.jsonl`` (None for the sharded distribution's
+    nested form, which has none): the frame count and size every reader checks against.
+    """
 
     root: Path
     subset: str
     case_id: str
     path: Path
+    record: dict | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def size(self) -> tuple[int, int] | None:
+        """(w, h) of every frame and mask, as recorded."""
+        size = (self.record or {}).get("size")
+        return (int(size[0]), int(size[1])) if size else None
 
     def view(self, name: str) -> View:
         if name not in VIEWS:
             raise ValueError(f"unknown view {name!r}; views are {VIEWS}")
-        return View(self.path / name)
+        return View(self.path / name, self.size)
 
     @property
     def visibility_path(self) -> Path:
@@ -414,15 +456,18 @@ class Case:
         return self.path / THETA_PHI_NAME
 
     def visibility(self) -> dict:
-        """``{view_0_visibility: (T,) float, view_1_visibility: (T,) bool, mode, window_ratio, ...}``."""
-        return _load_dict(self.visibility_path)
+        """``{view_0_visibility: (T,) float, view_1_visibility: (T,) bool, mode, window_ratio, ...}``, checked."""
+        return _load_dict(self.visibility_path, contracts.visibility_problems, self.n_frames)
 
     def theta_phi(self) -> dict:
-        """Per-frame yaw/pitch in degrees of both views."""
-        return _load_dict(self.theta_phi_path)
+        """Per-frame yaw/pitch in degrees of both views, checked."""
+        return _load_dict(self.theta_phi_path, contracts.theta_phi_problems, self.n_frames)
 
     @property
     def n_frames(self) -> int:
+        """Frames of the case: as recorded, else as counted in ``view_0``."""
+        if self.record is not None and isinstance(self.record.get("n_frames"), int):
+            return self.record["n_frames"]
         return self.view("view_0").n_frames
 
     @property
@@ -432,22 +477,28 @@ class Case:
 
 
 def case_dir(root: str | os.PathLike, subset: str, case_id: str) -> Path:
-    """``<root>/<subset>/<case_id>``: where ``download`` writes a case."""
-    return Path(root) / subset / case_id
+    """``<root>/<subset>/<case_id>``: where ``download`` writes a case (both names checked)."""
+    return child(root, subset, case_id)
 
 
 def _case_path(directory: Path) -> Path | None:
     """The directory holding the views: the case directory itself or its one ``<obj_id>/`` child."""
     if (directory / VIEWS[0]).is_dir():
         return directory
+    if not directory.is_dir():
+        return None
     children = [c for c in sorted(directory.iterdir()) if c.is_dir() and (c / VIEWS[0]).is_dir()]
     return children[0] if len(children) == 1 else None
 
 
 class Dataset:
-    """A dataset root (reconstructed or fetched). Cases are listed by scanning the tree.
+    """A dataset root (reconstructed or fetched).
 
-    Order is deterministic: by subset name, then case id.
+    A reconstructed dataset lists its cases from ``cases.jsonl`` (a case is complete only
+    when recorded there): a recorded case whose folder is gone is still listed (and
+    refused when read, naming the folder), and a folder without a record is not a case.
+    The sharded distribution's nested form has no ``cases.jsonl``: its cases are found by
+    scanning the tree. Order is deterministic: by subset name, then case id.
     """
 
     def __init__(self, root: str | os.PathLike):
@@ -455,25 +506,46 @@ class Dataset:
         if not self.root.is_dir():
             raise PersistbenchError(f"{self.root}: dataset root does not exist")
 
-    def cases(self, subset: str | None = None) -> list[Case]:
-        subsets = [subset] if subset else [s.name for s in sorted(self.root.iterdir()) if s.name in SUBSETS]
+    @property
+    def indexed(self) -> bool:
+        """Whether the cases are listed by ``cases.jsonl`` (a reconstructed dataset)."""
+        return self.cases_jsonl.is_file()
+
+    @cached_property
+    def _records(self) -> dict[tuple[str, str], dict]:
+        return {(r["subset"], r["uid"]): r for r in read_case_records(self.root)}
+
+    def scan(self) -> list[tuple[str, str, Path]]:
+        """``(subset, folder name, views directory)`` of every case folder on disk, names unchecked."""
         out = []
-        for name in subsets:
-            sub = self.root / name
-            if not sub.is_dir():
+        for sub in sorted(self.root.iterdir()):
+            if sub.name not in SUBSETS or not sub.is_dir():
                 continue
             for d in sorted(sub.iterdir()):
-                path = _case_path(d) if d.is_dir() else None
+                path = _case_path(d)
                 if path is not None:
-                    out.append(Case(self.root, name, d.name, path))
+                    out.append((sub.name, d.name, path))
         return out
 
-    def case(self, subset: str, case_id: str) -> Case:
+    def cases(self, subset: str | None = None) -> list[Case]:
+        if self.indexed:
+            found = [self._case(s, c) for s, c in sorted(self._records)]
+        else:
+            found = [Case(self.root, s, c, p) for s, c, p in self.scan() if name_problem(c) is None]
+        return [c for c in found if subset is None or c.subset == subset]
+
+    def _case(self, subset: str, case_id: str) -> Case:
         directory = case_dir(self.root, subset, case_id)
-        path = _case_path(directory) if directory.is_dir() else None
-        if path is None:
-            raise PersistbenchError(f"{directory}: no such case")
-        return Case(self.root, subset, case_id, path)
+        return Case(self.root, subset, case_id, _case_path(directory) or directory, self._records.get((subset, case_id)))
+
+    def case(self, subset: str, case_id: str) -> Case:
+        """The case ``(subset, case_id)``; refused when it is not recorded (indexed datasets) or not on disk."""
+        case = self._case(subset, case_id)
+        if self.indexed and case.record is None:
+            raise PersistbenchError(f"{case.path}: not a complete case (not in {self.cases_jsonl.name})")
+        if not (case.path / VIEWS[0]).is_dir():
+            raise PersistbenchError(f"{case.path}: no such case")
+        return case
 
     @property
     def db_path(self) -> Path:
@@ -541,14 +613,6 @@ class CaseWriter:
         self._record(path, save_npy_dict(path, data))
 
 
-def _connect(root: Path) -> sqlite3.Connection:
-    root.mkdir(parents=True, exist_ok=True)
-    con = sqlite3.connect(root / DB_NAME)
-    cols = ", ".join(f"{k} {v}" for k, v in DATA_COLUMNS.items())
-    con.execute(f"CREATE TABLE IF NOT EXISTS data ({cols})")
-    return con
-
-
 def read_index(root: str | os.PathLike) -> list[dict]:
     """Rows of ``data.db`` ordered by (subset, uid); empty when there is no index."""
     path = Path(root) / DB_NAME
@@ -579,37 +643,60 @@ def read_case_records(root: str | os.PathLike) -> list[dict]:
             raise PersistbenchError(f"{path}:{n}: not JSON: {e.msg}") from None
         if not isinstance(rec, dict) or "uid" not in rec or "subset" not in rec:
             raise PersistbenchError(f"{path}:{n}: a case record needs 'uid' and 'subset'")
+        if rec["subset"] not in SUBSETS:
+            raise PersistbenchError(f"{path}:{n}: subset: must be one of {', '.join(SUBSETS)}")
+        check_name(rec["uid"], f"{path}:{n}: uid")
         records.append(rec)
     return records
 
 
 def mark_complete(root: str | os.PathLike, row: dict, record: dict) -> None:
-    """Mark a case complete: its ``data.db`` row, then its ``cases.jsonl`` line.
+    """Mark a case complete: its ``cases.jsonl`` record, then its ``data.db`` row.
 
-    ``row`` holds ``data`` columns (missing ones are NULL); ``record`` must
-    hold ``uid`` and ``subset``. ``cases.jsonl`` is rewritten atomically in
-    (subset, uid) order, so its bytes do not depend on completion order.
-    Safe to call from several processes: an exclusive file lock serialises it.
+    ``row`` holds ``data`` columns (missing ones are NULL); ``record`` must hold
+    ``uid`` and ``subset``. Both files are written whole, in (subset, uid) order,
+    to a temporary name and renamed into place, so their bytes are a function of
+    the complete cases, whatever the completion order, and a row in ``data.db``
+    implies its record. Safe to call from several processes: an exclusive file
+    lock serialises it.
     """
     root = Path(root)
     unknown = set(row) - set(DATA_COLUMNS)
     if unknown:
         raise ValueError(f"unknown data.db columns: {sorted(unknown)}")
+    key = (record["subset"], record["uid"])
     with file_lock(root / STATE_DIR / "index.lock"):
-        _mark_complete(root, row, record)
+        records = {(r["subset"], r["uid"]): r for r in read_case_records(root)}
+        records[key] = record
+        lines = [json.dumps(records[k], sort_keys=True, separators=(",", ":")) for k in sorted(records)]
+        write_text(root / CASES_JSONL, "".join(line + "\n" for line in lines))
+        rows = {(r["subset"], r["uid"]): r for r in read_index(root)}
+        rows[key] = row
+        _write_index(root / DB_NAME, [rows[k] for k in sorted(rows)])
 
 
-def _mark_complete(root: Path, row: dict, record: dict) -> None:
-    with contextlib.closing(_connect(root)) as con, con:
-        names = list(DATA_COLUMNS)
-        con.execute(
-            f"INSERT OR REPLACE INTO data ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
-            [row.get(k) for k in names],
+def _write_index(path: Path, rows: list[dict]) -> None:
+    names = list(DATA_COLUMNS)
+    with atomic_path(path) as tmp, contextlib.closing(sqlite3.connect(tmp)) as con:
+        con.execute(f"CREATE TABLE data ({', '.join(f'{k} {v}' for k, v in DATA_COLUMNS.items())})")
+        con.executemany(
+            f"INSERT INTO data ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
+            [[r.get(k) for k in names] for r in rows],
         )
-    records = {(r["subset"], r["uid"]): r for r in read_case_records(root)}
-    records[(record["subset"], record["uid"])] = record
-    lines = [json.dumps(records[k], sort_keys=True, separators=(",", ":")) for k in sorted(records)]
-    write_text(root / CASES_JSONL, "".join(line + "\n" for line in lines))
+        con.commit()
+
+
+def recorded_sha256(root: str | os.PathLike, subset: str, uid: str) -> str | None:
+    """The recipe sha256 of a complete case (its ``data.db`` row), or None; one indexed lookup."""
+    path = Path(root) / DB_NAME
+    if not path.exists():
+        return None
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as con:
+            found = con.execute("SELECT recipe_sha256 FROM data WHERE subset = ? AND uid = ?", (subset, uid)).fetchone()
+    except sqlite3.Error as e:
+        raise PersistbenchError(f"{path}: cannot read the index: {e}") from None
+    return found[0] if found else None
 
 
 # ---------------------------------------------------------------- predictions and results
@@ -626,7 +713,7 @@ class RunLayout:
         return self.root / "run.json"
 
     def case_dir(self, subset: str, case_id: str) -> Path:
-        return self.root / subset / case_id
+        return child(self.root, subset, case_id)
 
     def frames_dir(self, subset: str, case_id: str) -> Path:
         return self.case_dir(subset, case_id) / FRAMES_DIR
@@ -649,10 +736,10 @@ class RunLayout:
         return self.root / "logs"
 
     def scores_dir(self, protocol: str) -> Path:
-        return self.root / "scores" / protocol
+        return child(self.root, "scores", protocol)
 
     def case_scores(self, protocol: str, subset: str, case_id: str) -> Path:
-        return self.scores_dir(protocol) / subset / f"{case_id}.json"
+        return child(self.scores_dir(protocol), subset, f"{case_id}.json")
 
     def results_json(self, protocol: str) -> Path:
         return self.scores_dir(protocol) / "results.json"
@@ -668,7 +755,7 @@ class RunLayout:
 
     def public_prediction_dir(self, uid: str) -> Path:
         """The public toolkit's inference output: ``<uid>/prediction/00000.png``."""
-        return self.root / uid / "prediction"
+        return child(self.root, uid, "prediction")
 
 
 # ---------------------------------------------------------------- the sharded distribution
@@ -679,7 +766,7 @@ _PAIR_FILE_RE = (
     r"(?:(?:view_0|center)/(?:video\.mp4|camera_params\.npy|masks/mask_\d{4,5}\.png)"
     r"|visibility_dict\.npy|theta_phi_values\.npy|estimate_input_coverage\.json)"
 )
-_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
+_NAME = NAME_PATTERN
 # A member of a shard or a sample file: <subset>/<case_id>/<obj_id>/<pair file>, or one of its directories.
 PAIR_MEMBER_RE = re.compile(
     rf"^(?:dynamic|static)(?:/{_NAME}(?:/{_NAME}(?:/(?:view_0|center)(?:/masks)?|/{_PAIR_FILE_RE})?)?)?$"
@@ -736,4 +823,6 @@ class DistributionLayout:
 
 def pair_dir(subset: str, case_id: str) -> str:
     """A pair's directory in the distribution, ``<subset>/<case_id>/<obj_id>`` (relative, ``/``)."""
-    return f"{subset}/{case_id}/{CaseId.parse(case_id).obj_id}"
+    check_name(subset, "subset")
+    check_name(case_id, "case id")
+    return f"{subset}/{case_id}/{check_name(CaseId.parse(case_id).obj_id, f'{case_id}: object id')}"

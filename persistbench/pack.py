@@ -11,9 +11,11 @@ of ``out`` and renamed into place at the end: an interrupted pack leaves nothing
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import multiprocessing
+import os
 import re
 import shutil
 import tarfile
@@ -24,6 +26,7 @@ from pathlib import Path
 
 from . import __version__, croissant
 from .errors import PersistbenchError
+from .runner import die_with_parent
 from .layout import (
     CAMERA_NAME, MASKS_DIR, THETA_PHI_NAME, VIDEO_NAME, VIEWS, VISIBILITY_NAME, Case, Dataset, DistributionLayout,
     UMASK, mask_name, pair_dir, read_case_records, sha256_file, write_json, write_text,
@@ -128,18 +131,26 @@ def pick_samples(pairs: list[Pair], n: int) -> list[Pair]:
     return [pairs[i] for _, _, i in sorted(keyed)[:n]]
 
 
-def _stage_all(cases: list[Case], fps: dict[str, float], staging: Path, workers: int) -> list[Pair]:
+def _stage_all(cases: list[Case], fps: dict[str, float], staging: Path, workers: int, progress: bool) -> list[Pair]:
     """Every case's pair, in order; ``workers`` processes encode in parallel (each pair on its own, so the bytes
     do not depend on the number of workers)."""
-    jobs = [(c, fps.get(c.case_id, DEFAULT_FPS), staging) for c in cases]
-    if workers <= 1:
-        return [_stage_pair(*job) for job in jobs]
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return list(pool.map(_stage_pair, *zip(*jobs)))
+    from tqdm import tqdm
+
+    args = list(zip(*[(c, fps.get(c.case_id, DEFAULT_FPS), staging) for c in cases]))
+    with contextlib.ExitStack() as stack:
+        bar = stack.enter_context(tqdm(total=len(cases), desc="pack", unit="pair", disable=not progress))
+        if workers > 1:
+            ctx = multiprocessing.get_context("spawn")
+            pool = stack.enter_context(ProcessPoolExecutor(workers, ctx, initializer=die_with_parent, initargs=(os.getpid(),)))
+        pairs = []
+        for pair in pool.map(_stage_pair, *args) if workers > 1 else map(_stage_pair, *args):
+            pairs.append(pair)
+            bar.update(1)
+        return pairs
 
 
 def pack(root: str | Path, out: str | Path, shard_size: int = 1_200_000_000, samples: int = 4,
-         date: str | None = None, workers: int = 1) -> DistributionLayout:  # fmt: skip
+         date: str | None = None, workers: int = 1, progress: bool = False) -> DistributionLayout:  # fmt: skip
     """Pack the dataset at ``root`` into the distribution at ``out`` (which must not exist or be empty).
 
     ``date`` (``YYYY-MM-DD``) is the publication date written to ``croissant.json``; ``workers``
@@ -161,7 +172,7 @@ def pack(root: str | Path, out: str | Path, shard_size: int = 1_200_000_000, sam
         tmp.chmod(0o777 & ~UMASK)  # mkdtemp makes it private
         dist = DistributionLayout(tmp)
         staging = tmp / ".staging"
-        pairs = _stage_all(cases, fps, staging, workers)
+        pairs = _stage_all(cases, fps, staging, workers, progress)
         checksums, index = {}, {}
         dist.shards_dir.mkdir()
         for k, group in enumerate(assign_shards(pairs, shard_size)):

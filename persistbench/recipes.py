@@ -23,9 +23,24 @@ import numpy as np
 
 from .errors import PersistbenchError
 from .layout import SUBSETS, VIEWS, CaseId
+from .names import name_problem
 
 VERSION = 1
 FINGERPRINT_SIZE = (32, 16)  # (width, height) of a thumbnail
+FINGERPRINT_TOLERANCE = 12.0  # 8-bit levels; see docs/recipes.md, "Fingerprints"
+
+# Bounds on every size a recipe declares (docs/recipes.md, "Limits"): a recipe is untrusted input,
+# and these keep what one case may allocate within reach of a workstation.
+LIMITS = {
+    "n_frames": 100_000,  # frames per case
+    "output_side": 8192,  # pixels, view width or height
+    "source_width": 16384,  # pixels: a 16K equirectangular source
+    "source_height": 8192,
+    "fps": 1000.0,
+    "start": 10**6,  # seconds
+    "fingerprint_frames": 64,
+    "fingerprint_side": 256,
+}
 _URL_RE = re.compile(r"^(https?|file)://", re.IGNORECASE)
 
 
@@ -81,13 +96,15 @@ def encode_mask(mask: np.ndarray) -> dict:
     return {"size": [int(v) for v in rle["size"]], "counts": rle["counts"].decode("ascii")}
 
 
-def check_rle(rle: Any) -> str | None:
-    """Why ``rle`` is not a valid COCO RLE mask, or None when it is."""
+def check_rle(rle: Any, most: tuple[int, int] | None = None) -> str | None:
+    """Why ``rle`` is not a valid COCO RLE mask (at most ``most`` = (h, w) when given), or None when it is."""
     if not isinstance(rle, dict) or set(rle) != {"size", "counts"}:
         return "must be an object with exactly 'size' and 'counts'"
     size, counts = rle["size"], rle["counts"]
     if not (isinstance(size, list) and len(size) == 2 and all(isinstance(v, int) and v > 0 for v in size)):
         return "'size' must be [height, width] with positive integers"
+    if most is not None and (size[0] > most[0] or size[1] > most[1]):
+        return f"'size' {size} exceeds the limit of {list(most)}"
     if not isinstance(counts, str):
         return "'counts' must be a compressed RLE string"
     try:
@@ -149,19 +166,24 @@ def thumbnail(frame: np.ndarray, size: tuple[int, int] = FINGERPRINT_SIZE) -> np
     return cv2.resize(frame, size, interpolation=cv2.INTER_AREA)
 
 
-def make_fingerprint(frames: dict[int, np.ndarray], tolerance: float = 12.0) -> dict:
+def make_fingerprint(
+    frames: dict[int, np.ndarray],
+    tolerance: float = FINGERPRINT_TOLERANCE,
+    thumb_size: tuple[int, int] = FINGERPRINT_SIZE,
+) -> dict:
     """Fingerprint of a source clip from its decoded frames at a few indices.
 
     Args:
         frames: frame index (in the recipe's sampling) -> RGB uint8 frame.
         tolerance: largest mean absolute thumbnail difference (8-bit levels)
             still taken as the same source.
+        thumb_size: (width, height) of the thumbnails.
     """
     from .layout import encode_image
 
     idx = sorted(frames)
-    thumbs = [base64.b64encode(encode_image(thumbnail(frames[i]), "png")).decode("ascii") for i in idx]
-    return {"frames": idx, "size": list(FINGERPRINT_SIZE), "thumbnails": thumbs, "tolerance": float(tolerance)}
+    thumbs = [base64.b64encode(encode_image(thumbnail(frames[i], thumb_size), "png")).decode("ascii") for i in idx]
+    return {"frames": idx, "size": list(thumb_size), "thumbnails": thumbs, "tolerance": float(tolerance)}
 
 
 def fingerprint_distance(fingerprint: dict, frames: dict[int, np.ndarray]) -> float:
@@ -233,6 +255,13 @@ class _Checker:
     def fail(self, field: str, problem: str) -> None:
         self.errors.append(f"{field}: {problem}")
 
+    def name(self, field: str, value: str) -> bool:
+        """Check an identifier that becomes a path component against the one name rule."""
+        problem = name_problem(value)
+        if problem:
+            self.fail(field, problem)
+        return problem is None
+
     def get(self, obj: Any, key: str, field: str, kind: type | tuple, optional: bool = False) -> Any:
         if not isinstance(obj, dict):
             return None
@@ -285,7 +314,7 @@ def _parse_one(obj: Any, base_dir: Path, c: _Checker, line: int) -> Recipe | Non
         c.fail("version", f"unknown version {version} (this toolkit reads version {VERSION})")
         return None
     case_id = c.get(obj, "case_id", "case_id", str)
-    if case_id is not None:
+    if case_id is not None and c.name("case_id", case_id):
         try:
             CaseId.parse(case_id)
         except PersistbenchError:
@@ -298,12 +327,15 @@ def _parse_one(obj: Any, base_dir: Path, c: _Checker, line: int) -> Recipe | Non
     s = {k: c.get(src, k, f"source.{k}", t) for k, t in
          [("id", str), ("url", str), ("start", (int, float)), ("fps", (int, float)), ("n_frames", int),
           ("width", int), ("height", int)]}  # fmt: skip
-    for k in ("fps", "n_frames", "width", "height"):
-        if s[k] is not None and s[k] <= 0:
-            c.fail(f"source.{k}", "must be positive")
+    for k, most in (("fps", LIMITS["fps"]), ("n_frames", LIMITS["n_frames"]), ("width", LIMITS["source_width"]),
+                    ("height", LIMITS["source_height"])):  # fmt: skip
+        if s[k] is not None and not 0 < s[k] <= most:
+            c.fail(f"source.{k}", f"must be positive and at most {most:g}")
             s[k] = None
-    if s["start"] is not None and s["start"] < 0:
-        c.fail("source.start", "must be >= 0")
+    if s["start"] is not None and not 0 <= s["start"] <= LIMITS["start"]:
+        c.fail("source.start", f"must lie in [0, {LIMITS['start']}] seconds")
+    if s["id"] is not None:
+        c.name("source.id", s["id"])
     n = s["n_frames"]
 
     out = c.get(obj, "output", "output", dict)
@@ -312,8 +344,8 @@ def _parse_one(obj: Any, base_dir: Path, c: _Checker, line: int) -> Recipe | Non
     if hfov is not None and not 0 < hfov < 180:
         c.fail("output.hfov_deg", "must be in (0, 180)")
     for name, v in (("width", width), ("height", height)):
-        if v is not None and (v <= 0 or v % 2):
-            c.fail(f"output.{name}", "must be a positive even number")
+        if v is not None and (not 0 < v <= LIMITS["output_side"] or v % 2):
+            c.fail(f"output.{name}", f"must be a positive even number, at most {LIMITS['output_side']}")
 
     views_obj = c.get(obj, "views", "views", dict)
     views: dict[str, dict[str, np.ndarray]] = {}
@@ -331,12 +363,14 @@ def _parse_one(obj: Any, base_dir: Path, c: _Checker, line: int) -> Recipe | Non
 
     o = c.get(obj, "object", "object", dict)
     obj_id = c.get(o, "id", "object.id", (str, int))
+    if obj_id is not None and not c.name("object.id", str(obj_id)):
+        obj_id = None
     masks = c.get(o, "masks", "object.masks", list)
     if masks is not None:
         if n is not None and len(masks) != n:
             c.fail("object.masks", f"has {len(masks)} masks, expected n_frames = {n}")
         for i, rle in enumerate(masks):
-            problem = check_rle(rle)
+            problem = check_rle(rle, (LIMITS["source_height"], LIMITS["source_width"]))
             if problem:
                 c.fail(f"object.masks[{i}]", problem)
                 break
@@ -365,6 +399,12 @@ def _parse_one(obj: Any, base_dir: Path, c: _Checker, line: int) -> Recipe | Non
             c.fail("fingerprint.thumbnails", "needs one thumbnail per fingerprint frame")
         if frames is not None and n is not None and not all(isinstance(i, int) and 0 <= i < n for i in frames):
             c.fail("fingerprint.frames", "must be frame indices in [0, n_frames)")
+        if frames is not None and len(frames) > LIMITS["fingerprint_frames"]:
+            c.fail("fingerprint.frames", f"at most {LIMITS['fingerprint_frames']} frames")
+        size = fp.get("size")
+        side = LIMITS["fingerprint_side"]
+        if not (isinstance(size, list) and len(size) == 2 and all(isinstance(v, int) and 0 < v <= side for v in size)):
+            c.fail("fingerprint.size", f"must be [width, height], positive integers at most {side}")
 
     if c.errors:
         return None
@@ -422,14 +462,15 @@ def parse_recipes(text: str, origin: str, base_dir: str | os.PathLike) -> list[R
     return recipes
 
 
-def load_recipes(path: str | os.PathLike) -> list[Recipe]:
-    """Read and validate a local recipes file (see :func:`parse_recipes`)."""
+def load_recipes(path: str | os.PathLike, origin: str | None = None) -> list[Recipe]:
+    """Read and validate a local recipes file (see :func:`parse_recipes`); errors name ``origin``
+    (e.g. the URL it was fetched from) or the path."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
-        raise RecipeError(f"{path}: cannot read recipes: {e}") from None
-    return parse_recipes(text, str(path), path.parent)
+        raise RecipeError(f"{origin or path}: cannot read recipes: {e}") from None
+    return parse_recipes(text, origin or str(path), path.parent)
 
 
 def recipe_line(obj: dict) -> str:

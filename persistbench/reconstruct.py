@@ -14,7 +14,6 @@ cases and does not download.
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -26,7 +25,8 @@ import numpy as np
 from . import __version__, sphere
 from .errors import PersistbenchError
 from .layout import VIEWS, CaseId, CaseWriter, case_dir, mark_complete
-from .recipes import Recipe, decode_mask_columns, fingerprint_distance, mask_pixels
+from .names import remove_tree
+from .recipes import LIMITS, Recipe, decode_mask_columns, fingerprint_distance, mask_pixels
 from .video import decode_with_pts, frames_at, probe
 
 IN_FLIGHT = 4  # decoded frames waiting for or in rendering at once (bounds memory)
@@ -48,10 +48,44 @@ def clip_frames(recipe: Recipe, clip: str | os.PathLike) -> Iterator[np.ndarray]
     Decoding starts a second before the first frame (input seek), so a full
     source video is not decoded from its beginning.
     """
-    fps = probe(clip)["fps"] or recipe.source.fps
+    info = probe(clip)
+    check_memory(recipe, info["width"], info["height"], clip)
+    fps = info["fps"] or recipe.source.fps
     tolerance = 0.5 / fps + 1e-3
     seek = max(0.0, recipe.source.start - 1.0)
     return frames_at(decode_with_pts(clip, seek or None), recipe.frame_times(), tolerance, name=str(clip))
+
+
+def memory_needed(recipe: Recipe, pano_width: int, pano_height: int) -> int:
+    """Bytes one case holds at once: the panoramas and masks in flight, the views' maps and frames."""
+    in_flight = len(VIEWS) * IN_FLIGHT + 2
+    pano = pano_width * pano_height * (3 + 1)  # RGB frame and its decoded mask
+    view = recipe.width * recipe.height
+    maps = len(VIEWS) * 2 * view * 2 * 4  # per view and sampled size: two float32 maps
+    return in_flight * pano + maps + len(VIEWS) * IN_FLIGHT * view * 4 + 16 * recipe.n_frames
+
+
+def available_memory() -> int | None:
+    """Bytes the system can still give (``MemAvailable``), or None where that is unknown."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def check_memory(recipe: Recipe, pano_width: int, pano_height: int, clip: object) -> None:
+    """Refuse a clip larger than the recipe limits, or a case that would not fit in memory, before allocating."""
+    if pano_width > LIMITS["source_width"] or pano_height > LIMITS["source_height"]:
+        raise PersistbenchError(
+            f"{clip}: {pano_width}x{pano_height} exceeds the source limit of {LIMITS['source_width']}x{LIMITS['source_height']}"
+        )
+    need, have = memory_needed(recipe, pano_width, pano_height), available_memory()
+    if have is not None and need > have:
+        raise PersistbenchError(f"{recipe.case_id}: needs about {need / 2**30:.1f} GiB, {have / 2**30:.1f} GiB available")
 
 
 def reconstruct_case(
@@ -79,7 +113,7 @@ def reconstruct_case(
     try:
         return _reconstruct(recipe, frames, Path(root), frame_format, accept_changed_source)
     except BaseException:
-        shutil.rmtree(case_dir(root, recipe.subset, recipe.case_id), ignore_errors=True)
+        remove_tree(root, case_dir(root, recipe.subset, recipe.case_id))
         raise
 
 
@@ -98,7 +132,7 @@ def _reconstruct(recipe: Recipe, frames: Iterable[np.ndarray], root: Path, frame
     k = sphere.intrinsics_from_fov(np.deg2rad(recipe.hfov_deg), *size)
     rots = {v: view_rotations(recipe, v) for v in VIEWS}
     directory = case_dir(root, recipe.subset, recipe.case_id)
-    shutil.rmtree(directory, ignore_errors=True)  # leftovers of an interrupted run
+    remove_tree(root, directory)  # leftovers of an interrupted run
     writer = CaseWriter(root, recipe.subset, recipe.case_id, frame_format)
     n = recipe.n_frames
     vis0 = np.zeros(n, np.float64)
@@ -173,7 +207,7 @@ def _reconstruct(recipe: Recipe, frames: Iterable[np.ndarray], root: Path, frame
         "use_stationary": int(bool(w.get("use_stationary", False))), "overlap_mode": w["mode"],
         "window_ratio": float(w["window_ratio"]), "window_move_ratio": float(w["window_move_ratio"]),
         "object_dir": rel, "subset": recipe.subset, "n_frames": n, "width": size[0], "height": size[1],
-        "source_id": recipe.source.id, "toolkit_version": __version__,
+        "source_id": recipe.source.id, "toolkit_version": __version__, "recipe_sha256": recipe.sha256,
     }  # fmt: skip
     record = {
         "uid": recipe.case_id, "subset": recipe.subset, "n_frames": n, "size": list(size), "fov": recipe.hfov_deg,

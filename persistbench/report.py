@@ -38,11 +38,28 @@ def frames_since_left(frame_indices: list[int], visible: list[bool], invisible: 
     return out
 
 
-def memory_curve(cases: list[dict], metric: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``(offsets, mean, half_width_95, n_cases)`` of ``metric`` against frames since the object left the view.
+# The range each metric's values can take: curve bands never leave it. Presence is a rate (0 or 1 per
+# frame): its band is Wilson's score interval, which stays in [0, 1] and is not zero-width at 0 or 1.
+RANGES = {"psnr": (0.0, 100.0), "ssim": (-1.0, 1.0), "lpips": (0.0, math.inf), "iou": (0.0, 1.0),
+          "presence": (0.0, 1.0), "continuity": (0.0, 1.0)}  # fmt: skip
+RATES = {"presence"}
+Z95 = 1.959963984540054
 
-    Each case contributes at most one value per offset; the interval is the normal
-    approximation ``1.96 * sd / sqrt(n)`` (0 where n = 1).
+
+def wilson(successes: float, n: int, z: float = Z95) -> tuple[float, float]:
+    """Wilson score interval ``(low, high)`` of a rate of ``successes`` in ``n`` trials."""
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return centre - half, centre + half
+
+
+def memory_curve(cases: list[dict], metric: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(offsets, mean, low, high, n_cases)`` of ``metric`` against frames since the object left the view.
+
+    Each case contributes at most one value per offset. The 95% band is the normal approximation
+    ``mean ± 1.96 sd / sqrt(n)`` (zero width where n = 1) clipped to the metric's range
+    (:data:`RANGES`), or Wilson's interval for rates (:data:`RATES`).
     """
     per_offset: dict[int, list[float]] = {}
     for case in cases:
@@ -53,12 +70,21 @@ def memory_curve(cases: list[dict], metric: str) -> tuple[np.ndarray, np.ndarray
             if off is not None and v is not None:
                 per_offset.setdefault(off, []).append(v)
     offsets = np.array(sorted(per_offset), dtype=np.int64)
-    stats = [(np.mean(per_offset[o]), np.std(per_offset[o], ddof=1) if len(per_offset[o]) > 1 else 0.0, len(per_offset[o]))
-             for o in offsets]  # fmt: skip
-    mean = np.array([s[0] for s in stats])
-    n = np.array([s[2] for s in stats])
-    half = np.array([1.96 * s[1] / math.sqrt(s[2]) for s in stats])
-    return offsets, mean, half, n
+    lo_range, hi_range = RANGES.get(metric, (-math.inf, math.inf))
+    mean, low, high, n = [], [], [], []
+    for o in offsets:
+        values = per_offset[o]
+        m = float(np.mean(values))
+        if metric in RATES:
+            lo, hi = wilson(sum(values), len(values))
+        else:
+            half = Z95 * float(np.std(values, ddof=1)) / math.sqrt(len(values)) if len(values) > 1 else 0.0
+            lo, hi = m - half, m + half
+        mean.append(m)
+        low.append(max(lo, lo_range))
+        high.append(min(hi, hi_range))
+        n.append(len(values))
+    return offsets, np.array(mean), np.array(low), np.array(high), np.array(n, dtype=np.int64)
 
 
 # ---------------------------------------------------------------- images
@@ -109,10 +135,10 @@ def curves(runs: list[dict], metrics: list[str]) -> bytes:
     fig, axes = plt.subplots(1, len(metrics), figsize=(2.9 * len(metrics), 2.8), squeeze=False)
     for ax, m in zip(axes[0], metrics):
         for r in runs:
-            off, mean, half, _ = memory_curve(r["results"]["cases"], m)
+            off, mean, low, high, _ = memory_curve(r["results"]["cases"], m)
             if len(off):
                 (line,) = ax.plot(off, mean, label=r["name"], lw=1.5)
-                ax.fill_between(off, mean - half, mean + half, color=line.get_color(), alpha=0.2, lw=0)
+                ax.fill_between(off, low, high, color=line.get_color(), alpha=0.2, lw=0)
         ax.set_title(m)
         ax.set_xlabel("frames since the object left the input view", fontsize=7)
     axes[0][0].legend(fontsize=8)
@@ -241,11 +267,13 @@ def comparability_warnings(runs: list[dict]) -> list[str]:
     return out
 
 
-def build_report(run_dirs: list[str | Path], out: str | Path, protocol: str = "classic-v1", progress=None) -> Path:
+def build_report(run_dirs: list[str | Path], out: str | Path, protocol: str = "classic-v1", progress: bool = False) -> Path:
     """Write the report of the scored runs to ``out`` (one HTML file); returns its path."""
+    from tqdm import tqdm
+
     if not run_dirs:
         raise PersistbenchError("report: give at least one run directory")
-    runs = [_load_run(Path(p), protocol) for p in run_dirs]
+    runs = [_load_run(Path(p), protocol) for p in tqdm(run_dirs, desc="report: runs", unit="run", disable=not progress)]
     metrics = sorted({m for r in runs for m in r["summary"]["subsets"]["all"]["visible"]},
                      key=lambda m: list(HIGHER_IS_BETTER).index(m) if m in HIGHER_IS_BETTER else 99)  # fmt: skip
     subsets = [s for s in runs[0]["summary"]["subsets"] if s != "all"]

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
+import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -18,10 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, TypeVar
 
-from .errors import PersistbenchError
+from .errors import PersistbenchError, os_error_line
 from .layout import file_lock, write_json
+from .names import child
 
 T = TypeVar("T")
+_PR_SET_PDEATHSIG = 1  # prctl option, <linux/prctl.h>
 
 
 @dataclass(frozen=True)
@@ -74,26 +79,58 @@ class Job(Generic[T]):
     one-line reason on failure. ``state_dir`` holds per-item locks and
     checkpoints: a lock is held while the item runs, so two processes never
     work on the same item, and a checkpoint says "started" until it ends.
+    ``is_done(item)``, when given, is asked again once the lock is held, so an
+    item that another process finished meanwhile is skipped, not redone.
     """
 
     work: Callable[[T], object]
     state_dir: Path
+    is_done: Callable[[T], bool] | None = None
 
     def __call__(self, key: str, item: T) -> Outcome:
         start = time.perf_counter()
-        checkpoint = self.state_dir / "cases" / f"{key}.json"
-        with file_lock(self.state_dir / "locks" / f"{key}.lock"):
+        checkpoint = child(self.state_dir, "cases", f"{key}.json")
+        with file_lock(child(self.state_dir, "locks", f"{key}.lock")):
+            if self.is_done is not None and self.is_done(item):
+                return Outcome(key, "skipped")
             write_json(checkpoint, {"key": key, "status": "started", "pid": os.getpid()})
             try:
                 self.work(item)
             except PersistbenchError as e:
                 write_json(checkpoint, {"key": key, "status": "failed", "reason": str(e)})
                 return Outcome(key, "failed", str(e).splitlines()[0], time.perf_counter() - start)
+            except OSError as e:  # the environment (disk full, permissions), not a bug: one line naming the path
+                reason = os_error_line(e)
+                write_json(checkpoint, {"key": key, "status": "failed", "reason": reason})
+                return Outcome(key, "failed", reason, time.perf_counter() - start)
             except Exception as e:  # a bug, not bad input: keep the traceback for the report
                 write_json(checkpoint, {"key": key, "status": "failed", "reason": traceback.format_exc()})
                 return Outcome(key, "failed", f"internal error: {type(e).__name__}: {e}", time.perf_counter() - start)
             checkpoint.unlink(missing_ok=True)
         return Outcome(key, "done", "", time.perf_counter() - start)
+
+
+def die_with_parent(parent: int) -> None:
+    """Make this worker process end when ``parent`` does, however the parent ends (``kill -9`` too).
+
+    Linux: the kernel's parent-death signal. Elsewhere: a watchdog thread that
+    polls the parent's pid. Either way a worker never outlives its run and
+    never writes cases that a rerun is redoing.
+    """
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    else:  # pragma: no cover - not Linux
+
+        def watch() -> None:
+            while os.getppid() == parent:
+                time.sleep(0.5)
+            os._exit(1)
+
+        threading.Thread(target=watch, daemon=True).start()
+    if os.getppid() != parent:  # the parent was gone before the signal was armed
+        os._exit(1)
 
 
 def run(
@@ -135,7 +172,7 @@ def run(
                 finish(job(key_of(it), it))
         else:
             ctx = multiprocessing.get_context("spawn")
-            with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+            with ProcessPoolExecutor(workers, ctx, initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
                 futures = [pool.submit(job, key_of(it), it) for it in todo]
                 try:
                     for f in as_completed(futures):

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from .errors import PersistbenchError
 from .layout import file_lock, write_json
+from .names import child, remove_tree
 from .recipes import Recipe
 from .video import decode_with_pts, ffmpeg_exe, probe
 
@@ -102,10 +103,6 @@ def needed_range(recipe: Recipe, pad: float) -> tuple[float, float]:
     return max(0.0, s.start - pad), s.start + (s.n_frames - 1) / s.fps + pad
 
 
-def _safe_name(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", text)
-
-
 def ranged(url: str) -> bool:
     """Whether only a time range is downloaded. ``file://`` sources are local: yt-dlp
     copies them whole, since its ffmpeg range downloader does not take file URLs."""
@@ -116,7 +113,7 @@ def cache_stem(recipe: Recipe, opts: SourceOptions) -> Path:
     """Cache entry path without suffix: ``<cache>/<source id>/<t0>-<t1>_h<height>`` (``full_h...`` unranged)."""
     t0, t1 = needed_range(recipe, opts.pad)
     span = f"{t0:.3f}-{t1:.3f}" if ranged(recipe.source.url) else "full"
-    return opts.cache / _safe_name(recipe.source.id) / f"{span}_h{recipe.source.height}"
+    return child(opts.cache, recipe.source.id, f"{span}_h{recipe.source.height}")
 
 
 def cached_clip(recipe: Recipe, opts: SourceOptions) -> Path | None:
@@ -147,7 +144,7 @@ def check_clip(path: Path, t0: float, t1: float, tolerance: float) -> None:
 
 def local_clip(recipe: Recipe, sources_dir: Path) -> Path:
     """The clip for ``recipe`` in ``sources_dir``, named ``<source id>.<ext>``."""
-    hit = _existing(sources_dir / recipe.source.id)
+    hit = _existing(child(sources_dir, recipe.source.id))
     if hit is None:
         raise SourceUnavailable(f"{recipe.case_id}: no clip named {recipe.source.id}.* in {sources_dir}")
     return hit
@@ -275,7 +272,7 @@ def fetch(recipe: Recipe, opts: SourceOptions) -> Path:
             return hit
         for attempt in range(opts.retries + 1):
             tmp = stem.parent / f".tmp-{stem.name}-{os.getpid()}"
-            shutil.rmtree(tmp, ignore_errors=True)
+            remove_tree(opts.cache, tmp)
             tmp.mkdir(parents=True)
             try:
                 clip = _download_once(recipe, opts, tmp, t0, t1)
@@ -297,5 +294,5 @@ def fetch(recipe: Recipe, opts: SourceOptions) -> Path:
                     raise
                 time.sleep(opts.backoff * 2**attempt)
             finally:
-                shutil.rmtree(tmp, ignore_errors=True)
+                remove_tree(opts.cache, tmp)
     raise AssertionError("unreachable")

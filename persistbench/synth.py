@@ -233,7 +233,7 @@ def make_scene(cfg: SynthConfig, index: int) -> tuple[Scene, np.random.Generator
     return scene, rng, direction
 
 
-def generate(out: str | os.PathLike, cfg: SynthConfig, base_url: str | None = None) -> Path:
+def generate(out: str | os.PathLike, cfg: SynthConfig, base_url: str | None = None, progress: bool = False) -> Path:
     """Write ``cfg.scenes`` scenes under ``out``; return the recipes path.
 
     Source URLs in the recipes are ``<base_url>/<source_id>.mp4`` when
@@ -244,7 +244,9 @@ def generate(out: str | os.PathLike, cfg: SynthConfig, base_url: str | None = No
     dirs = _pano_directions(cfg.pano_size)
     k = sphere.intrinsics_from_fov(np.deg2rad(cfg.hfov_deg), *cfg.view_size)
     lines = []
-    for i in range(cfg.scenes):
+    from tqdm import tqdm
+
+    for i in tqdm(range(cfg.scenes), desc="synth", unit="scene", disable=not progress):
         scene, rng, direction = make_scene(cfg, i)
         background = render_background(cfg.pano_size, rng)
         masks = []

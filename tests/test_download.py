@@ -45,11 +45,11 @@ def cli(*args, env=None):
 
 
 def tree(root: Path) -> dict[str, bytes]:
-    """Every file's bytes, without resume state and the index database (compared by rows)."""
+    """Every file's bytes (``data.db`` included), without resume state and the recipes' provenance."""
     return {
         p.relative_to(root).as_posix(): p.read_bytes()
         for p in sorted(root.rglob("*"))
-        if p.is_file() and layout.STATE_DIR not in p.parts and p.name not in (layout.DB_NAME, layout.RECIPES_PROVENANCE)
+        if p.is_file() and layout.STATE_DIR not in p.parts and p.name != layout.RECIPES_PROVENANCE
     }
 
 

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from persistbench.cli import main
 from persistbench.layout import RunLayout
-from persistbench.report import frames_since_left, memory_curve
+from persistbench.report import frames_since_left, memory_curve, wilson
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -32,11 +32,25 @@ def test_memory_curve_means_and_intervals():
         return {"frame_indices": [0, 1, 2], "visible": [True, False, False], "invisible": [False, True, True],
                 "metrics": {"psnr": values}}  # fmt: skip
 
-    off, mean, half, n = memory_curve([case([50, 10, 20]), case([50, 30, None]), case([50, 20, 40])], "psnr")
+    off, mean, low, high, n = memory_curve([case([50, 10, 20]), case([50, 30, None]), case([50, 20, 40])], "psnr")
     assert off.tolist() == [1, 2] and n.tolist() == [3, 2]
     assert mean.tolist() == [20.0, 30.0]
-    assert half[0] == pytest.approx(1.96 * np.std([10, 30, 20], ddof=1) / np.sqrt(3))
-    assert half[1] == pytest.approx(1.96 * np.std([20, 40], ddof=1) / np.sqrt(2))
+    assert high[0] - mean[0] == pytest.approx(1.96 * np.std([10, 30, 20], ddof=1) / np.sqrt(3), rel=1e-4)
+    assert mean[1] - low[1] == pytest.approx(1.96 * np.std([20, 40], ddof=1) / np.sqrt(2), rel=1e-4)
+
+
+def test_memory_curve_bands_stay_in_the_metric_range():
+    def case(metric, values):
+        return {"frame_indices": [0, 1, 2], "visible": [True, False, False], "invisible": [False, True, True],
+                "metrics": {metric: values}}  # fmt: skip
+
+    # IoU near 0 with a wide spread: the normal band would go below 0; it is clipped.
+    _, mean, low, high, _ = memory_curve([case("iou", [1, 0.0, 0.9]), case("iou", [1, 0.0, 0.0])], "iou")
+    assert low.min() >= 0 and high.max() <= 1 and low[1] == 0.0
+    # Presence is a rate: Wilson's interval, inside [0, 1] and not zero-width at 1 (3 of 3 present).
+    _, mean, low, high, _ = memory_curve([case("presence", [1, 1, 1])] * 3, "presence")
+    assert mean.tolist() == [1.0, 1.0] and high.tolist() == [1.0, 1.0]
+    assert low[0] == pytest.approx(wilson(3, 3)[0]) and 0.4 < low[0] < 0.5  # Wilson 95% lower bound of 3/3: 0.438
 
 
 @pytest.fixture(scope="module")

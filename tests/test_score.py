@@ -83,15 +83,20 @@ def test_aggregates_are_recomputable_from_the_case_files(runs, tmp_path):
     assert after["subsets"] == json.loads(before)["subsets"]
 
 
-def test_eval_size_changes_the_protocol_hash(runs, tmp_path):
+def test_eval_size_changes_the_protocol_hash_and_never_overwrites(runs, tmp_path):
     run = shutil.copytree(runs / "oracle", tmp_path / "small")
+    before = RunLayout(run).summary_json("classic-v1").read_bytes()
     result = CliRunner().invoke(main, ["score", "--no-progress", "--pred", str(run), "--eval-size", "192x256",
                                        "--metrics", "psnr,iou"])  # fmt: skip
     assert result.exit_code == 0, result.output
-    s = summary(run)
-    assert s["protocol_sha256"] == load_protocol("classic-v1", (192, 256)).sha256 != load_protocol("classic-v1").sha256
+    derived = load_protocol("classic-v1", (192, 256))
+    assert derived.sha256 != load_protocol("classic-v1").sha256 and derived.dirname == f"classic-v1-{derived.sha256[:8]}"
+    assert str(RunLayout(run).scores_dir(derived.dirname)) in result.output
+    assert RunLayout(run).summary_json("classic-v1").read_bytes() == before  # the shipped protocol's scores are untouched
+    s = json.loads(RunLayout(run).summary_json(derived.dirname).read_text())
+    assert s["protocol_sha256"] == derived.sha256 and s["scores_dir"] == derived.dirname
     assert s["subsets"]["all"]["invisible"]["psnr"]["mean"] == 100.0 and "ssim" not in s["subsets"]["all"]["visible"]
-    case = json.loads(next(RunLayout(run).scores_dir("classic-v1").rglob("Synth_*.json")).read_text())
+    case = json.loads(next(RunLayout(run).scores_dir(derived.dirname).rglob("Synth_*.json")).read_text())
     assert case["protocol_sha256"] == s["protocol_sha256"]
 
 
@@ -102,7 +107,7 @@ def test_missing_and_bad_predictions_name_the_case(runs, tmp_path):
     result = CliRunner().invoke(main, ["score", "--no-progress", "--pred", str(run)])
     assert result.exit_code == 1 and f"no prediction for {case_dir.name}" in result.output
     result = CliRunner().invoke(main, ["score", "--no-progress", "--pred", str(run), "--allow-partial"])
-    assert result.exit_code == 0 and "partial: 1 case" in result.output
+    assert result.exit_code == 0 and f"partial: no prediction for {case_dir.name}" in result.output
     assert summary(run)["partial"] is True and summary(run)["missing_cases"] == [case_dir.name]
 
     bad = shutil.copytree(runs / "hold", tmp_path / "bad")
@@ -156,9 +161,13 @@ def test_resume_keeps_up_to_date_scores_only(runs, tmp_path):
     case_file.write_text(json.dumps(tampered))
     score_cli("--pred", run, "--resume")  # up to date: kept, and the aggregate shows it
     assert json.loads(case_file.read_text())["means"]["invisible"]["psnr"] == 1.5
-    score_cli("--pred", run, "--resume", "--metrics", "psnr,iou")  # other metrics: redone
-    assert json.loads(case_file.read_text())["means"]["invisible"]["psnr"] != 1.5
-    assert json.loads(case_file.read_text())["requested"] == ["psnr", "iou"]
+    score_cli("--pred", run, "--resume", "--metrics", "psnr,iou")  # a subset of what is there: up to date, kept
+    assert json.loads(case_file.read_text())["means"]["invisible"]["psnr"] == 1.5
+    result = score_cli("--pred", run, "--metrics", "psnr,iou")  # rescored; the other metrics are kept, not lost
+    merged = json.loads(case_file.read_text())
+    assert merged["means"]["invisible"]["psnr"] != 1.5 and {"ssim", "presence", "continuity"} <= set(merged["metrics"])
+    assert "| ssim |" in result.output
+    assert scores_bytes(run) == scores_bytes(runs / "hold")  # merging gives the bytes of scoring everything at once
     score_cli("--pred", run)  # without --resume everything is scored again
     assert scores_bytes(run) == scores_bytes(runs / "hold")
 

@@ -31,7 +31,7 @@ def _grey_mask(root):
 def _drop_frame(root):
     p = first_case(root).view("view_0").frame_paths[-1]
     p.unlink()
-    return p.parent.parent, "23 frames but 24 masks"
+    return p.parent, "23 frames, the case has 24"
 
 
 def _bad_rotation(root):
@@ -113,4 +113,4 @@ def test_record_without_case_is_reported(dataset_copy):
     with open(dataset_copy / "cases.jsonl", "a") as f:
         f.write(json.dumps({"uid": "Synth_gone_0_obj_1", "subset": "static"}) + "\n")
     problems, _ = verify_dataset(dataset_copy)
-    assert any("Synth_gone_0_obj_1: listed in the index but missing on disk" in p for p in problems)
+    assert any("Synth_gone_0_obj_1: case folder missing on disk" in p for p in problems)

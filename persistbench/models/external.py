@@ -15,8 +15,9 @@ directories, and reads back ``{output}/frames/*.png`` (required),
 
 from __future__ import annotations
 
-import json
+import os
 import shlex
+import signal
 import subprocess
 import tempfile
 from pathlib import Path
@@ -24,8 +25,11 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import PersistbenchError
-from ..layout import frame_name, list_images, read_image, write_image, write_json
+from ..layout import frame_name, image_size, list_images, read_image, read_json, write_image, write_json
 from .base import BaseModel, ModelInput, ModelOutput
+
+
+MAX_PANORAMA = (16384, 8192)  # (w, h): the largest frame an external program may return
 
 
 def _camera_json(cameras: dict) -> dict:
@@ -49,7 +53,7 @@ class CommandModel(BaseModel):
             raise PersistbenchError(f"cmd:{command}: the command must contain {{input}} and {{output}}")
         self.command = command
         self.num_frames = int(num_frames)
-        self.resolution = (int(resolution[0]), int(resolution[1]))
+        self.resolution = (-1, -1) if resolution == -1 else tuple(resolution)
         self.timeout = float(timeout)
         self.log_dir: Path | None = None
 
@@ -65,23 +69,60 @@ class CommandModel(BaseModel):
             write_json(inp / "request.json", {"uid": sample.uid, "num_frames": self.num_frames,
                                               "resolution": list(self.resolution), "n_frames": len(frames)})  # fmt: skip
             args = [a.replace("{input}", str(inp)).replace("{output}", str(out)) for a in shlex.split(self.command)]
+            log = self.log_dir / f"{sample.uid}.log" if self.log_dir is not None else Path(tmp) / "stderr.log"
+            log.parent.mkdir(parents=True, exist_ok=True)
+            code = self._run(args, log, sample.uid)
+            if code != 0:
+                last = _tail(log).strip().splitlines()[-1:] or ["no message"]
+                raise PersistbenchError(f"{sample.uid}: {args[0]} exited with {code}: {last[0]}")
+            return _read_output(out, sample, args[0])
+
+    def _run(self, args: list[str], log: Path, uid: str) -> int:
+        """Run the program in a session of its own, output to ``log``; its whole process group is killed
+        on timeout and when it ends (grandchildren included), so nothing it started outlives the case."""
+        with open(log, "wb") as sink:
             try:
-                proc = subprocess.run(args, capture_output=True, timeout=self.timeout, stdin=subprocess.DEVNULL)
-            except subprocess.TimeoutExpired:
-                raise PersistbenchError(f"{sample.uid}: {args[0]} timed out after {self.timeout:g} s") from None
+                proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=sink, stderr=sink, start_new_session=True)
             except OSError as e:
-                raise PersistbenchError(f"{sample.uid}: cannot run {args[0]}: {e.strerror}") from None
-            if self.log_dir is not None:
-                self.log_dir.mkdir(parents=True, exist_ok=True)
-                (self.log_dir / f"{sample.uid}.log").write_bytes(proc.stderr)
-            if proc.returncode != 0:
-                last = proc.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no message"]
-                raise PersistbenchError(f"{sample.uid}: {args[0]} exited with {proc.returncode}: {last[0]}")
-            paths = list_images(out / "frames")
-            if not paths:
-                raise PersistbenchError(f"{sample.uid}: {args[0]} wrote no frames to {{output}}/frames")
-            result = np.stack([read_image(p) for p in paths])
-            mask_paths = list_images(out / "masks")
-            masks = np.stack([read_image(p, gray=True) > 0 for p in mask_paths]) if mask_paths else None
-            meta = json.loads((out / "output.json").read_text()) if (out / "output.json").is_file() else {}
-            return ModelOutput(frames=result, masks=masks, projection=meta.get("projection", "perspective"))
+                raise PersistbenchError(f"{uid}: cannot run {args[0]}: {e.strerror}") from None
+            try:
+                return proc.wait(timeout=self.timeout)
+            except subprocess.TimeoutExpired:
+                raise PersistbenchError(f"{uid}: {args[0]} timed out after {self.timeout:g} s") from None
+            finally:
+                _kill_group(proc)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+
+
+def _tail(path: Path, size: int = 4096) -> str:
+    """The last ``size`` bytes of a log as text (the log itself can be any length)."""
+    with open(path, "rb") as f:
+        f.seek(max(0, f.seek(0, os.SEEK_END) - size))
+        return f.read().decode(errors="replace")
+
+
+def _read_output(out: Path, sample: ModelInput, program: str) -> ModelOutput:
+    """The program's frames, masks and projection; counts and sizes are checked before any image is decoded."""
+    n = len(sample.target_cameras["cam_poses"])
+    meta_path = out / "output.json"
+    meta = read_json(meta_path) if meta_path.is_file() and meta_path.stat().st_size < 1 << 16 else {}
+    projection = meta.get("projection", "perspective") if isinstance(meta, dict) else "perspective"
+    h, w = sample.input_frames.shape[1:3]
+    paths = list_images(out / "frames")
+    mask_paths = list_images(out / "masks")
+    if len(paths) != n or mask_paths and len(mask_paths) != n:
+        raise PersistbenchError(f"{sample.uid}: {program} wrote {len(paths)} frames and {len(mask_paths)} masks, expected {n}")
+    for p in paths + mask_paths:
+        size = image_size(p)
+        if projection == "perspective" and size != (w, h) or size[0] > MAX_PANORAMA[0] or size[1] > MAX_PANORAMA[1]:
+            raise PersistbenchError(f"{p}: {size[0]}x{size[1]}, expected {w}x{h}")
+    result = np.stack([read_image(p) for p in paths])
+    masks = np.stack([read_image(p, gray=True) > 0 for p in mask_paths]) if mask_paths else None
+    return ModelOutput(frames=result, masks=masks, projection=projection)

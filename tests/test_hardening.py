@@ -1,0 +1,319 @@
+"""Issue 11: untrusted recipes and files, bounds, processes left behind, one-line errors.
+
+Each test reproduces a defect found by trying the toolkit as a new user and as an attacker
+would (issue 11, items 1-6 and 8); the public toolkit's output (item 7) is in test_public.py.
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+import os
+import pickle
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from persistbench import layout, names
+from persistbench.cli import main
+from persistbench.download import bundled_recipes
+from persistbench.errors import PersistbenchError
+from persistbench.serve import FileServer
+from processes import group_alive
+
+SAMPLE = bundled_recipes()
+
+
+def sample_line(index: int = 0) -> dict:
+    obj = json.loads(SAMPLE.read_text().splitlines()[index])
+    obj["source"]["url"] = (SAMPLE.parent / "sources" / f"{obj['source']['id']}.mp4").as_uri()
+    return obj
+
+
+def snapshot(root: Path) -> dict[str, float]:
+    """Every path below ``root`` with its modification time (what was written, changed or removed)."""
+    return {p.relative_to(root).as_posix(): p.stat().st_mtime for p in sorted(root.rglob("*"))}
+
+
+def run_cli(*args: object, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """The real command in a child process (as a user runs it), with its exit code and both streams."""
+    return subprocess.run([sys.executable, "-m", "persistbench", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, timeout=300)  # fmt: skip
+
+
+def one_line_error(result: subprocess.CompletedProcess, *needles: str) -> None:
+    """A non-zero exit with ``Error: ...`` (one line per problem: a recipe file lists all of its
+    problems, each ``file:line: field: problem``) and no traceback."""
+    assert result.returncode != 0, result.stdout
+    assert "Traceback" not in result.stderr and "Fatal Python error" not in result.stderr, result.stderr
+    assert "Error: " in result.stderr, result.stderr
+    errors = result.stderr[result.stderr.index("Error: ") :].splitlines()
+    for needle in needles:
+        assert any(needle in e for e in errors), (needle, result.stderr)
+
+
+# ------------------------------------------------------------------ 1. paths from recipes, protocols, runs
+
+
+def evil_recipes(path: Path) -> None:
+    """The issue's reproduction: case and object ids that climb out of --output."""
+    base = sample_line()
+    lines = []
+    for o in ["../!x", "../../../../victim"]:
+        d = copy.deepcopy(base)
+        d["case_id"] = "Synth_2LBoXdFXpW1_0_obj_" + o
+        d["object"]["id"] = o
+        lines.append(json.dumps(d))
+    path.write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.parametrize("via", ["file", "http"])
+def test_recipe_ids_cannot_write_or_delete_outside_output(tmp_path, via):
+    work = tmp_path / "work"
+    (work / "victim").mkdir(parents=True)
+    (work / "victim" / "important.txt").write_text("precious")
+    evil_recipes(work / "evil.jsonl")
+    before = snapshot(tmp_path)
+    if via == "file":
+        result = run_cli("download", "--recipes", "evil.jsonl", "--output", "out", "--cache", "c", cwd=work)
+    else:
+        with FileServer(work) as server:
+            result = run_cli("download", "--recipes", f"{server.url}/evil.jsonl", "--output", "out", "--cache", "c",
+                             cwd=work)  # fmt: skip
+    one_line_error(result, "evil.jsonl:1: case_id:", "evil.jsonl:2: object.id:")
+    assert (work / "victim" / "important.txt").read_text() == "precious"
+    after = snapshot(tmp_path)
+    written = {p for p in after if p not in before or after[p] != before[p]} - {"work"}
+    # Over HTTP the recipes are cached (under --cache); nothing else is written anywhere.
+    assert all(p == "work/c" or p.startswith("work/c/") for p in written), written
+    assert not (work / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "problem"),
+    [
+        ("case_id", "Synth_a\nb_0_obj_1", "case_id: 'Synth_a\\nb_0_obj_1' is not a safe name"),
+        ("case_id", "Synth_a\x00b_0_obj_1", "case_id: 'Synth_a\\x00b_0_obj_1' is not a safe name"),
+        ("source.id", "../../x", "source.id: '../../x' is not a safe name"),
+        ("source.id", "..", "source.id: '..' is not a safe name"),
+        ("object.id", "/etc", "object.id: '/etc' is not a safe name"),
+    ],
+)
+def test_every_id_passes_the_name_rule(tmp_path, field, value, problem):
+    obj = sample_line()
+    if field == "case_id":
+        obj["case_id"] = value
+    elif field == "source.id":
+        obj["source"]["id"] = value
+    else:
+        obj["object"]["id"] = value
+    (tmp_path / "r.jsonl").write_text(json.dumps(obj) + "\n")
+    result = run_cli("download", "--recipes", "r.jsonl", "--output", "out", "--cache", "c", cwd=tmp_path)
+    one_line_error(result, f"r.jsonl:1: {problem}")
+    assert not (tmp_path / "out").exists() and not (tmp_path / "c").exists()
+
+
+def test_protocol_name_cannot_leave_the_run(tmp_path):
+    protocol = json.loads((Path(layout.__file__).parent / "data" / "protocols" / "classic-v1.json").read_text())
+    protocol["name"] = "../../x"
+    (tmp_path / "p.json").write_text(json.dumps(protocol))
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "run.json").write_text("{}")
+    before = snapshot(tmp_path)
+    result = run_cli("score", "--pred", "run", "--dataset", ".", "--protocol", "p.json", cwd=tmp_path)
+    one_line_error(result, "p.json: name: '../../x' is not a safe name")
+    assert snapshot(tmp_path) == before
+
+
+def test_path_builders_refuse_results_outside_their_root(tmp_path):
+    run = layout.RunLayout(tmp_path)
+    for bad in ("..", "../x", "/etc", "a/b", "", ".hidden", "a\nb"):
+        with pytest.raises(PersistbenchError, match="refusing to build a path"):
+            layout.case_dir(tmp_path, "static", bad)
+        with pytest.raises(PersistbenchError):
+            run.case_scores(bad, "static", "C")
+    assert names.child(tmp_path, "static", "_Qla-x.1") == tmp_path / "static" / "_Qla-x.1"
+    (tmp_path / "inside").mkdir()
+    (tmp_path.parent / "outside-victim").mkdir(exist_ok=True)
+    (tmp_path / "link").symlink_to(tmp_path.parent / "outside-victim")
+    for bad in (tmp_path, tmp_path / ".." / "outside-victim", tmp_path / "link" / "x"):
+        with pytest.raises(PersistbenchError, match="refusing to remove"):
+            names.remove_tree(tmp_path, bad)
+    names.remove_tree(tmp_path, tmp_path / "inside")
+    assert not (tmp_path / "inside").exists() and (tmp_path.parent / "outside-victim").is_dir()
+
+
+# ------------------------------------------------------------------ 2. bounds on what untrusted input may allocate
+
+
+@pytest.mark.parametrize(
+    ("edit", "problem"),
+    [
+        (lambda o: o["output"].update(width=20000), "output.width: must be a positive even number, at most 8192"),
+        (lambda o: o["output"].update(height=1e9), "output.height: expected int, got float"),
+        (lambda o: o["source"].update(n_frames=10**12), "source.n_frames: must be positive and at most 100000"),
+        (lambda o: o["source"].update(width=10**6), "source.width: must be positive and at most 16384"),
+        (lambda o: o["source"].update(fps=1e9), "source.fps: must be positive and at most 1000"),
+        (lambda o: o["object"]["masks"][0].update(size=[10**6, 10**6]), "exceeds the limit"),
+        (lambda o: o["fingerprint"].update(size=[10**5, 10**5]), "fingerprint.size: must be [width, height]"),
+    ],
+)
+def test_recipe_sizes_are_bounded(tmp_path, edit, problem):
+    obj = sample_line()
+    edit(obj)
+    (tmp_path / "r.jsonl").write_text(json.dumps(obj) + "\n")
+    result = run_cli("download", "--recipes", "r.jsonl", "--output", "out", "--cache", "c", cwd=tmp_path)
+    one_line_error(result, problem)
+
+
+def test_a_case_that_does_not_fit_in_memory_is_refused_before_allocating(monkeypatch):
+    from persistbench import reconstruct
+    from persistbench.recipes import load_recipes
+
+    recipe = load_recipes(SAMPLE)[0]
+    reconstruct.check_memory(recipe, 1024, 512, "clip.mp4")  # fits
+    with pytest.raises(PersistbenchError, match=r"clip.mp4: 20000x10000 exceeds the source limit"):
+        reconstruct.check_memory(recipe, 20000, 10000, "clip.mp4")
+    monkeypatch.setattr(reconstruct, "available_memory", lambda: 64 << 20)
+    with pytest.raises(PersistbenchError, match=r"needs about .* GiB, 0.1 GiB available"):
+        reconstruct.check_memory(recipe, 16384, 8192, "clip.mp4")
+
+
+def _npy(payload: bytes) -> bytes:
+    """A .npy file whose body is ``payload``: a pickled 0-d object array, as the public format writes."""
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, {"descr": "|O", "fortran_order": False, "shape": ()})
+    return buf.getvalue() + payload
+
+
+def _reduce(module: str, name: str, args: bytes) -> bytes:
+    """Protocol-2 pickle: ``module.name(*args)`` where ``args`` are opcodes that push a tuple."""
+    return b"\x80\x02c" + module.encode() + b"\n" + name.encode() + b"\n" + args + b"R."
+
+
+@pytest.mark.parametrize(
+    ("payload", "reason"),
+    [
+        (_reduce("builtins", "bytearray", b"J\x00\x00\x00\x7f\x85"), "refusing to unpickle builtins.bytearray"),
+        (_reduce("numpy", "ndarray", b"J\x00\x00\x00\x7f\x85\x85"), "not callable"),
+        (b"\x80\x02]r\xff\xff\xff\xff.", "memo index 4294967295 out of bounds"),
+        (_reduce("numpy.core.multiarray", "_reconstruct",
+                 b"cnumpy\nndarray\nJ\x00\x00\x00\x7f\x85C\x01b\x87"), "unexpected numpy array reconstruction"),  # fmt: skip
+        (_reduce("os", "system", b"X\x02\x00\x00\x00id\x85"), "refusing to unpickle os.system"),
+    ],
+)
+def test_safe_loader_refuses_pickles_that_allocate_or_run_code(tmp_path, payload, reason):
+    path = tmp_path / "visibility_dict.npy"
+    path.write_bytes(_npy(payload))
+    with pytest.raises(PersistbenchError, match=f"{path}: unsafe or malformed .npy file: .*{reason}"):
+        layout.load_npy(path)
+
+
+def test_safe_loader_refuses_a_header_larger_than_its_file(tmp_path):
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, {"descr": "<f8", "fortran_order": False, "shape": (10**12,)})
+    path = tmp_path / "big.npy"
+    path.write_bytes(buf.getvalue() + b"\0" * 64)
+    with pytest.raises(PersistbenchError, match="more than the file holds"):
+        layout.load_npy(path)
+    d = {"cam_poses": np.eye(4)[None], "cam_intrinsic": np.eye(3), "n": np.float32(2.5), "s": {1, 2}}
+    layout.save_npy_dict(tmp_path / "ok.npy", d)
+    back = layout.load_npy(tmp_path / "ok.npy")
+    assert back["s"] == {1, 2} and back["n"] == np.float32(2.5) and np.array_equal(back["cam_poses"], d["cam_poses"])
+    assert pickle.loads  # the stdlib unpickler is never what reads these files (see persistbench.safeload)
+
+
+def test_remote_recipes_are_read_with_a_size_limit(tmp_path, monkeypatch):
+    from persistbench import download
+
+    (tmp_path / "big.jsonl").write_bytes(b"x" * (3 << 20))
+    monkeypatch.setattr(download, "MAX_RECIPES_BYTES", 1 << 20)
+    with FileServer(tmp_path) as server, pytest.raises(PersistbenchError, match="larger than the 1 MiB allowed"):
+        download.resolve_recipes(f"{server.url}/big.jsonl", tmp_path / "cache")
+    assert not list((tmp_path / "cache").rglob("*.jsonl"))
+
+
+# ------------------------------------------------------------------ 3. processes
+
+
+def test_cmd_adapter_timeout_kills_its_grandchildren(tmp_path):
+    from persistbench.models import ModelInput, load_model
+
+    pid_file = tmp_path / "pid"
+    model = load_model(f"cmd:sh -c 'echo $$ > {pid_file}; sleep 1000000 & sleep 1000000; : {{input}} {{output}}'",
+                       config={"timeout": 1.0})  # fmt: skip
+    sample = ModelInput("C", np.zeros((2, 8, 8, 3), np.float32), {"cam_poses": np.tile(np.eye(4), (2, 1, 1)),
+                        "cam_intrinsic": np.eye(3)}, {"cam_poses": np.tile(np.eye(4), (2, 1, 1)), "cam_intrinsic": np.eye(3)})  # fmt: skip
+    with pytest.raises(PersistbenchError, match="timed out after 1 s"):
+        model.predict(sample)
+    pgid = int(pid_file.read_text())
+    deadline = time.time() + 2.0
+    while group_alive(pgid) and time.time() < deadline:
+        time.sleep(0.05)
+    assert not group_alive(pgid)  # the shell and the background sleep alike
+
+
+def test_cmd_adapter_output_is_bounded_before_decoding(tmp_path):
+    from persistbench.models import ModelInput, load_model
+
+    script = tmp_path / "adapter.py"
+    script.write_text(
+        "import sys, numpy as np, cv2, os\n"
+        "out = sys.argv[2]; os.makedirs(out + '/frames')\n"
+        "sys.stderr.write('x' * (1 << 22) + '\\nlast words\\n')\n"
+        "n = int(sys.argv[3])\n"
+        "for t in range(n): cv2.imwrite(f'{out}/frames/frame_{t:04d}.png', np.zeros((int(sys.argv[4]), 8, 3), np.uint8))\n"
+        "sys.exit(int(sys.argv[5]))\n"
+    )
+    cams = {"cam_poses": np.tile(np.eye(4), (2, 1, 1)), "cam_intrinsic": np.eye(3)}
+    sample = ModelInput("C", np.zeros((2, 8, 8, 3), np.float32), cams, cams)
+
+    def predict(n, h, code):
+        model = load_model(f"cmd:{sys.executable} {script} {{input}} {{output}} {n} {h} {code}")
+        model.log_dir = tmp_path / "logs"
+        return model.predict(sample)
+
+    with pytest.raises(PersistbenchError, match="exited with 3: last words"):
+        predict(2, 8, 3)
+    assert (tmp_path / "logs" / "C.log").stat().st_size > 1 << 22  # the whole log is kept, on disk
+    with pytest.raises(PersistbenchError, match="wrote 500 frames and 0 masks, expected 2"):
+        predict(500, 8, 0)
+    with pytest.raises(PersistbenchError, match=r"frame_0000.png: 8x5000, expected 8x8"):
+        predict(2, 5000, 0)
+    assert predict(2, 8, 0).frames.shape == (2, 8, 8, 3)
+
+
+# ------------------------------------------------------------------ 5. one-line errors
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["synth", "--output", "{bad}", "--scenes", "1"],
+        ["pack", "{ds}", "--output", "{bad}/dist"],
+        ["fetch", "--output", "{bad}", "--from", "{ds}"],
+        ["report", "{ds}", "--output", "{bad}/r.html"],
+        ["demo", "--output", "{bad}"],
+        ["infer", "--model", "hold", "--dataset", "{ds}", "--output", "{bad}"],
+        ["download", "--output", "{bad}", "--limit", "1", "--cache", "{tmp}/c"],
+    ],
+)
+@pytest.mark.parametrize("bad", ["/sys/persistbench-test", "{tmp}/file", "{tmp}/file/under"])
+def test_unwritable_outputs_give_one_line(dataset_dir, tmp_path, args, bad):
+    (tmp_path / "file").write_text("a regular file")
+    bad = bad.format(tmp=tmp_path)
+    result = run_cli(*[a.format(bad=bad, ds=dataset_dir, tmp=tmp_path) for a in args], cwd=tmp_path)
+    one_line_error(result, bad)
+
+
+def test_no_network_for_the_hub_is_one_line(tmp_path):
+    env = {**os.environ, "HF_ENDPOINT": "http://127.0.0.1:9", "HF_HUB_ETAG_TIMEOUT": "2"}
+    result = subprocess.run([sys.executable, "-m", "persistbench", "fetch", "--output", str(tmp_path / "d"),
+                             "--repo", "someone/data"], capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+    one_line_error(result, "127.0.0.1:9: network unreachable")
