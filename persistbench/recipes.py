@@ -26,8 +26,11 @@ from .layout import SUBSETS, VIEWS, CaseId
 from .names import name_problem
 
 VERSION = 1
-FINGERPRINT_SIZE = (32, 16)  # (width, height) of a thumbnail
-FINGERPRINT_TOLERANCE = 12.0  # 8-bit levels; see docs/recipes.md, "Fingerprints"
+# Calibrated with scripts/calibrate_fingerprint.py (docs/recipes.md, "Fingerprints"): at 64x32, re-encodes
+# of a clip (CRF 23-36, half and double size, VP9/WebM, 4:4:4) lie at most 1.2 levels from it and other
+# clips of the same generator at least 14.2; the tolerance sits between with a wide margin on both sides.
+FINGERPRINT_SIZE = (64, 32)  # (width, height) of a thumbnail
+FINGERPRINT_TOLERANCE = 6.0  # largest mean absolute thumbnail difference, 8-bit levels
 
 # Bounds on every size a recipe declares (docs/recipes.md, "Limits"): a recipe is untrusted input,
 # and these keep what one case may allocate within reach of a workstation.

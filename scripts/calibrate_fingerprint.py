@@ -4,7 +4,7 @@ For every clip of the bundled sample (and a second synth set made with another s
 same generator are compared too), the recipe's fingerprint frames are compared with
 
 * re-encodes of the same clip that a video host might serve: other CRF (23, 30, 36), half and double
-  resolution, another container and codec (VP9 in WebM), 4:4:4 chroma, and a 2-frame shift of the start;
+  resolution, another container and codec (VP9 in WebM), 4:4:4 chroma;
 * every other clip, at the same frame indices.
 
 It prints both distributions for each thumbnail size and statistic and the margin between them, which

@@ -317,3 +317,39 @@ def test_no_network_for_the_hub_is_one_line(tmp_path):
     result = subprocess.run([sys.executable, "-m", "persistbench", "fetch", "--output", str(tmp_path / "d"),
                              "--repo", "someone/data"], capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
     one_line_error(result, "127.0.0.1:9: network unreachable")
+
+
+# ------------------------------------------------------------------ 8. smaller things
+
+
+def test_fingerprint_refuses_another_sample_clip_and_accepts_reencodes(tmp_path):
+    """Calibrated (scripts/calibrate_fingerprint.py): each bundled clip in place of another is refused,
+    re-encodes of the right clip (another CRF, half size) are accepted."""
+    from persistbench.recipes import fingerprint_distance, load_recipes
+    from persistbench.video import H264_SETTINGS, encode_video, read_frames
+
+    recipes = load_recipes(SAMPLE)
+    frames = {r.source.id: list(read_frames(SAMPLE.parent / "sources" / f"{r.source.id}.mp4")) for r in recipes}
+    for a in recipes:
+        fp = a.fingerprint
+        for b in recipes:
+            d = fingerprint_distance(fp, {t: frames[b.source.id][t] for t in fp["frames"]})
+            assert (d <= fp["tolerance"]) == (a is b), (a.case_id, b.case_id, d)
+    a = recipes[0]
+    import cv2
+
+    for scale, crf in ((1, 30), (2, 23)):
+        clip = tmp_path / f"re-{scale}-{crf}.mp4"
+        small = (f if scale == 1 else cv2.resize(f, (f.shape[1] // 2, f.shape[0] // 2), interpolation=cv2.INTER_AREA)
+                 for f in frames[a.source.id])  # fmt: skip
+        encode_video(clip, small, a.source.fps, {**H264_SETTINGS, "crf": crf})
+        again = [cv2.resize(f, (a.source.width, a.source.height), interpolation=cv2.INTER_AREA) for f in read_frames(clip)]
+        assert fingerprint_distance(a.fingerprint, {t: again[t] for t in a.fingerprint["frames"]}) < 2.0
+
+    # End to end: the clip of another case under this case's name fails with the reason.
+    (tmp_path / "clips").mkdir()
+    b = recipes[1]
+    (tmp_path / "clips" / f"{a.source.id}.mp4").write_bytes((SAMPLE.parent / "sources" / f"{b.source.id}.mp4").read_bytes())
+    (tmp_path / "r.jsonl").write_text(SAMPLE.read_text().splitlines()[0] + "\n")
+    result = run_cli("download", "--recipes", "r.jsonl", "--sources-dir", "clips", "--output", "out", cwd=tmp_path)
+    assert result.returncode == 1 and "source differs from the one the benchmark was built from" in result.stdout
