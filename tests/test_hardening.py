@@ -353,3 +353,40 @@ def test_fingerprint_refuses_another_sample_clip_and_accepts_reencodes(tmp_path)
     (tmp_path / "r.jsonl").write_text(SAMPLE.read_text().splitlines()[0] + "\n")
     result = run_cli("download", "--recipes", "r.jsonl", "--sources-dir", "clips", "--output", "out", cwd=tmp_path)
     assert result.returncode == 1 and "source differs from the one the benchmark was built from" in result.stdout
+
+
+def test_long_commands_show_progress(dataset_dir, tmp_path):
+    for args, bar in ((["verify", dataset_dir], "verify"),
+                      (["synth", "--output", tmp_path / "s", "--scenes", "1", "--frames", "4", "--pano-size", "128x64",
+                        "--size", "32x24"], "synth"),
+                      (["pack", dataset_dir, "--output", tmp_path / "dist"], "pack")):  # fmt: skip
+        result = run_cli(*args)
+        assert result.returncode == 0, result.stderr
+        assert f"{bar}: 100%" in result.stderr, (bar, result.stderr)
+        assert f"{bar}: 100%" not in run_cli(*args[:1], "--no-progress", *args[1:]).stderr if bar == "verify" else True
+
+
+def test_options_are_named_alike_and_say_what_they_take(tmp_path):
+    from persistbench import cli
+
+    for command in ("synth", "pack", "report", "demo", "download", "infer", "fetch"):
+        opts = {o for p in cli.main.commands[command].params for o in p.opts}
+        assert "--output" in opts, command
+    doctor_cache = next(p for p in cli.main.commands["doctor"].params if p.name == "cache")
+    download_cache = next(p for p in cli.main.commands["download"].params if p.name == "cache")
+    assert doctor_cache.default == download_cache.default == "cache/youtube"
+    result = CliRunner().invoke(main, ["score", "--pred", str(tmp_path), "--eval-size", "512"])
+    assert result.exit_code == 2 and "'512' is not HEIGHTxWIDTH" in result.output
+    result = CliRunner().invoke(main, ["synth", "--out", str(tmp_path / "s"), "--size", "32"])
+    assert result.exit_code == 2 and "'32' is not WIDTHxHEIGHT" in result.output
+
+
+def test_doctor_does_not_call_missing_pieces_ready(tmp_path):
+    env = {**os.environ, "PATH": ""}  # no JavaScript runtime: an optional piece for synth
+    result = subprocess.run([sys.executable, "-m", "persistbench", "doctor", "--for", "synth"], capture_output=True,
+                            text=True, cwd=tmp_path, env=env)  # fmt: skip
+    assert result.returncode == 0, result.stdout
+    lines = result.stdout.splitlines()
+    missing = [line[9:].split("  ")[0].strip() for line in lines if line.startswith("missing ")]
+    assert "JavaScript runtime (YouTube)" in missing
+    assert lines[-1] == f"ready for synth; optional, missing: {', '.join(missing)}"

@@ -100,7 +100,7 @@ def test_croissant_validates_and_its_records_are_the_pairs(dist):
 
 def test_samples_only_and_resume(dist, fetched, tmp_path):
     out = tmp_path / "samples"
-    cli("fetch", "--no-progress", "--from", dist, "--output", out, "--include", "samples")
+    assert "fetched 4 pair(s) from " in cli("fetch", "--no-progress", "--from", dist, "--output", out, "--include", "samples")
     assert "ok: 4 cases verified" in cli("verify", out)
     assert {c.subset for c in Dataset(out).cases()} == {"dynamic", "static"}
     # A rerun skips verified shards: it succeeds with the shards gone from the source.
@@ -197,3 +197,16 @@ def test_oracle_scores_perfectly_on_a_fetched_tree(fetched, tmp_path):
         block = s["subsets"]["all"][split]
         assert block["psnr"]["mean"] == 100.0 and block["ssim"]["mean"] == pytest.approx(1.0, abs=1e-12)
         assert block["iou"]["mean"] == 1.0 and block["continuity"]["mean"] == 1.0 and block["psnr"]["cases"] == 8
+
+
+def test_fetch_into_a_reconstructed_dataset_is_refused_and_verify_sees_nested_copies(sample_ds, dist, fetched, tmp_path):
+    ds = shutil.copytree(sample_ds, tmp_path / "ds")
+    before = sorted(p.relative_to(ds).as_posix() for p in ds.rglob("*"))
+    out = cli("fetch", "--no-progress", "--from", dist, "--output", ds, code=1)
+    assert f"{ds}: holds a reconstructed dataset (cases.jsonl)" in out
+    assert sorted(p.relative_to(ds).as_posix() for p in ds.rglob("*")) == before
+    # A nested copy put there by hand is reported.
+    case = Dataset(ds).cases()[0]
+    shutil.copytree(next(p for p in (fetched / case.subset / case.case_id).iterdir() if p.is_dir()), case.path / "1")
+    out = cli("verify", "--no-progress", ds, code=1)
+    assert f"{case.path}: holds a case and a nested <obj_id>/ copy" in out
