@@ -302,6 +302,7 @@ def test_cmd_adapter_output_is_bounded_before_decoding(tmp_path):
         ["demo", "--output", "{bad}"],
         ["infer", "--model", "hold", "--dataset", "{ds}", "--output", "{bad}"],
         ["download", "--output", "{bad}", "--limit", "1", "--cache", "{tmp}/c"],
+        ["download", "--output", "{tmp}/o", "--limit", "1", "--cache", "{bad}"],
     ],
 )
 @pytest.mark.parametrize("bad", ["/sys/persistbench-test", "{tmp}/file", "{tmp}/file/under"])
@@ -310,6 +311,14 @@ def test_unwritable_outputs_give_one_line(dataset_dir, tmp_path, args, bad):
     bad = bad.format(tmp=tmp_path)
     result = run_cli(*[a.format(bad=bad, ds=dataset_dir, tmp=tmp_path) for a in args], cwd=tmp_path)
     one_line_error(result, bad)
+
+
+def test_scores_that_cannot_be_written_give_one_line(dataset_dir, tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").write_text("{}")
+    (run / "scores").write_text("a file where the scores folder goes")
+    one_line_error(run_cli("score", "--pred", run, "--dataset", dataset_dir), str(run / "scores"))
 
 
 def test_no_network_for_the_hub_is_one_line(tmp_path):
@@ -390,3 +399,39 @@ def test_doctor_does_not_call_missing_pieces_ready(tmp_path):
     missing = [line[9:].split("  ")[0].strip() for line in lines if line.startswith("missing ")]
     assert "JavaScript runtime (YouTube)" in missing
     assert lines[-1] == f"ready for synth; optional, missing: {', '.join(missing)}"
+
+
+# ------------------------------------------------------------------ 4. masks resized centre-aligned, as PIL does
+
+
+@pytest.mark.parametrize(
+    ("size", "box", "out"),
+    [((640, 480), (0, 0, 640, 480), (512, 384)), ((640, 480), (80, 0, 480, 480), (384, 384)),
+     ((256, 192), (32, 0, 192, 192), (100, 100)), ((300, 200), (0, 0, 300, 200), (512, 384))],
+)  # fmt: skip
+def test_masks_are_resized_centre_aligned_and_scored_like_scikit_image(tmp_path, size, box, out):
+    from PIL import Image
+    from skimage.metrics import peak_signal_noise_ratio, structural_similarity
+
+    from persistbench import metrics
+    from persistbench.infer import crop_resize
+    from persistbench.score import _read_all
+
+    rng = np.random.default_rng(sum(size) + sum(out))
+    w, h = size
+    yy, xx = np.mgrid[:h, :w]
+    mask = (((xx - w / 2) / (w / 4)) ** 2 + ((yy - h / 2) / (h / 4)) ** 2 < 1).astype(np.uint8) * 255
+    x0, y0, cw, ch = box
+    want = np.asarray(Image.fromarray(mask[y0 : y0 + ch, x0 : x0 + cw]).resize(out, Image.NEAREST)) > 0
+    got = crop_resize(mask, box, out, nearest=True) > 0
+    assert np.array_equal(got, want)
+    # The scorer's own read path (files -> resize) gives the same masks, and its scores on them are
+    # scikit-image's on the same resized inputs.
+    layout.write_image(tmp_path / "mask_0000.png", mask[y0 : y0 + ch, x0 : x0 + cw])
+    assert np.array_equal(_read_all([tmp_path / "mask_0000.png"], None, out, gray=True)[0] > 0, want)
+    a = rng.random((out[1], out[0], 3))
+    b = np.clip(a + rng.normal(0, 0.05, a.shape), 0, 1)
+    assert metrics.masked_psnr(a, b, want) == pytest.approx(peak_signal_noise_ratio(b[want], a[want], data_range=1.0), abs=1e-6)
+    _, smap = structural_similarity(a, b, gaussian_weights=True, sigma=1.5, use_sample_covariance=False, data_range=1.0,
+                                    channel_axis=2, full=True)  # fmt: skip
+    assert metrics.masked_ssim(a, b, want) == pytest.approx(float(smap[want].mean()), abs=1e-6)
