@@ -145,10 +145,9 @@ def download(source: RecipeSource, opts: DownloadOptions) -> list[runner.Outcome
         is_youtube(r.source.url) and cached_clip(r, opts.sources) is None for r in recipes
     ):
         require_js_runtime()
-    if opts.sources.sources_dir is None:
-        check_writable(opts.sources.cache, "cache")
+    check_writable(*([] if opts.download_only else [opts.output]),
+                   *([] if opts.sources.sources_dir else [(opts.sources.cache, "cache")]))  # fmt: skip
     if not opts.download_only:
-        check_writable(opts.output)
         write_json(opts.output / RECIPES_PROVENANCE, {"recipes": source.spec, "revision": source.revision,
                                                       "sha256": sha256_file(source.path)})  # fmt: skip
     done = {} if opts.download_only else complete_cases(opts.output)

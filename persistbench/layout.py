@@ -186,15 +186,30 @@ def file_lock(path: str | os.PathLike) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def check_writable(directory: str | os.PathLike, what: str = "output") -> None:
-    """Create ``directory`` if needed and prove a file can be written in it; else one line naming it."""
-    directory = Path(directory)
+def check_writable(*directories: str | os.PathLike | tuple[str | os.PathLike, str]) -> None:
+    """Create each directory if needed and prove a file can be written in it; else one line naming it.
+
+    Each item is a directory or ``(directory, what)`` (``what`` names it in the message, default
+    ``output``). When one fails, the directories this call created are removed again, so a refused
+    command leaves nothing behind.
+    """
+    created: list[Path] = []
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=directory, prefix=".write-test-"):
-            pass
-    except OSError as e:
-        raise PersistbenchError(f"{directory}: {what} directory is not writable ({e.strerror})") from None
+        for item in directories:
+            directory, what = (Path(item[0]), item[1]) if isinstance(item, tuple) else (Path(item), "output")
+            missing = [p for p in (directory, *directory.parents) if not p.exists()]
+            try:
+                directory.mkdir(parents=True, exist_ok=True)
+                created += missing
+                with tempfile.NamedTemporaryFile(dir=directory, prefix=".write-test-"):
+                    pass
+            except OSError as e:
+                raise PersistbenchError(f"{directory}: {what} directory is not writable ({e.strerror})") from None
+    except PersistbenchError:
+        for path in sorted(created, key=lambda p: len(p.parts), reverse=True):
+            with contextlib.suppress(OSError):
+                path.rmdir()
+        raise
 
 
 def copy_bounded(src: BinaryIO, dst: BinaryIO, limit: int, name: str) -> int:
@@ -298,6 +313,8 @@ def image_size(path: str | os.PathLike) -> tuple[int, int]:
     try:
         with Image.open(path) as image:
             return image.size
+    except Image.DecompressionBombError:
+        raise PersistbenchError(f"{path}: larger than the decompression-bomb limit (2 x {Image.MAX_IMAGE_PIXELS} pixels); refused unread") from None
     except (OSError, UnidentifiedImageError, ValueError) as e:
         raise PersistbenchError(f"{path}: not a readable image ({e})") from None
 

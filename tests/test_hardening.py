@@ -311,6 +311,7 @@ def test_unwritable_outputs_give_one_line(dataset_dir, tmp_path, args, bad):
     bad = bad.format(tmp=tmp_path)
     result = run_cli(*[a.format(bad=bad, ds=dataset_dir, tmp=tmp_path) for a in args], cwd=tmp_path)
     one_line_error(result, bad)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]  # nothing made on the way to the refusal
 
 
 def test_scores_that_cannot_be_written_give_one_line(dataset_dir, tmp_path):
@@ -319,6 +320,30 @@ def test_scores_that_cannot_be_written_give_one_line(dataset_dir, tmp_path):
     (run / "run.json").write_text("{}")
     (run / "scores").write_text("a file where the scores folder goes")
     one_line_error(run_cli("score", "--pred", run, "--dataset", dataset_dir), str(run / "scores"))
+
+
+def test_a_decompression_bomb_prediction_is_refused_unread(hold_run_small, tmp_path):
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    run, ds = hold_run_small
+    frame = next(run.glob("*/*/frames/frame_0001.png"))
+    header = chunk(b"IHDR", struct.pack(">IIBBBBB", 60000, 60000, 8, 2, 0, 0, 0))
+    frame.write_bytes(b"\x89PNG\r\n\x1a\n" + header + chunk(b"IDAT", zlib.compress(b"\0" * 16)) + chunk(b"IEND", b""))
+    one_line_error(run_cli("score", "--no-progress", "--pred", run, "--dataset", ds, "--metrics", "psnr"),
+                   f"{frame}: larger than the decompression-bomb limit")  # fmt: skip
+
+
+@pytest.fixture
+def hold_run_small(dataset_dir, tmp_path) -> tuple[Path, Path]:
+    run = tmp_path / "run"
+    result = CliRunner().invoke(main, ["infer", "--no-progress", "--model", "hold", "--dataset", str(dataset_dir),
+                                       "--output", str(run)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return run, dataset_dir
 
 
 def test_no_network_for_the_hub_is_one_line(tmp_path):
