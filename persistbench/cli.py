@@ -11,7 +11,6 @@ import click
 from . import __version__
 from .errors import PersistbenchError, UsageError, os_error_line
 
-
 DEFAULT_CACHE = "cache/youtube"  # download's source cache, also what doctor checks
 
 
@@ -57,7 +56,9 @@ class _Group(click.Group):
             raise click.ClickException(os_error_line(e)) from None
         except Exception as e:
             if _network_error(e):
-                raise click.ClickException(f"{_host(e)}: network unreachable ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+                raise click.ClickException(
+                    f"{_host(e)}: network unreachable ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
+                ) from None
             raise
 
 
@@ -89,18 +90,48 @@ def main() -> None:
 
 @main.command()
 @click.option("--output", "--out", "out", required=True, type=click.Path(file_okay=False), help="Output directory.")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False, exists=True), default=None,
-              help="JSON of SynthConfig fields (e.g. configs/sample.json); options given here override it.")
-@click.option("--scenes", default=4, show_default=True, type=click.IntRange(1), help="Scenes (even: dynamic, odd: static).")
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, exists=True),
+    default=None,
+    help="JSON of SynthConfig fields (e.g. configs/sample.json); options given here override it.",
+)
+@click.option(
+    "--scenes", default=4, show_default=True, type=click.IntRange(1), help="Scenes (even: dynamic, odd: static)."
+)
 @click.option("--seed", default=0, show_default=True, type=int)
-@click.option("--base-url", default=None, help="Source URL prefix, e.g. http://127.0.0.1:8000 (default: relative file paths).")
+@click.option(
+    "--base-url", default=None, help="Source URL prefix, e.g. http://127.0.0.1:8000 (default: relative file paths)."
+)
 @click.option("--pano-size", default="1024x512", show_default=True, callback=_wh, help="Source clip size WxH (W = 2H).")
 @click.option("--size", "view_size", default="256x192", show_default=True, callback=_wh, help="Output view size WxH.")
-@click.option("--hfov", "hfov_deg", default=90.0, show_default=True, type=click.FloatRange(1, 179), help="Horizontal field of view, degrees.")
+@click.option(
+    "--hfov",
+    "hfov_deg",
+    default=90.0,
+    show_default=True,
+    type=click.FloatRange(1, 179),
+    help="Horizontal field of view, degrees.",
+)
 @click.option("--frames", "n_frames", default=60, show_default=True, type=click.IntRange(2), help="Frames per scene.")
 @click.option("--fps", default=10.0, show_default=True, type=click.FloatRange(0, min_open=True))
-@click.option("--speed", "speed_deg_s", default=15.0, show_default=True, type=float, help="Angular speed of dynamic objects, degrees/s.")
-@click.option("--radius", "radius_deg", default=12.0, show_default=True, type=click.FloatRange(0.5, 45), help="Object angular radius, degrees.")
+@click.option(
+    "--speed",
+    "speed_deg_s",
+    default=15.0,
+    show_default=True,
+    type=float,
+    help="Angular speed of dynamic objects, degrees/s.",
+)
+@click.option(
+    "--radius",
+    "radius_deg",
+    default=12.0,
+    show_default=True,
+    type=click.FloatRange(0.5, 45),
+    help="Object angular radius, degrees.",
+)
 @click.pass_context
 def synth(ctx: click.Context, out, config_file, base_url, **options) -> None:
     """Write procedural 360-degree scenes: source clips, recipes.jsonl and analytic truth.
@@ -140,25 +171,57 @@ def synth(ctx: click.Context, out, config_file, base_url, **options) -> None:
 
 
 @main.command()
-@click.option("--recipes", default=None, help="Recipes: a path, an http(s):// URL or hf://OWNER/REPO/PATH[@REV]. Default: the bundled sample.")
-@click.option("--output", default="reconstructed", show_default=True, type=click.Path(file_okay=False), help="Dataset root.")
-@click.option("--cache", default=DEFAULT_CACHE, show_default=True, type=click.Path(file_okay=False), help="Source clip cache.")
-@click.option("--limit", type=click.IntRange(1), default=None, help="Only the first N cases of the deterministic order.")
+@click.option(
+    "--recipes",
+    default=None,
+    help="Recipes: a path, an http(s):// URL or hf://OWNER/REPO/PATH[@REV]. Default: the bundled sample.",
+)
+@click.option(
+    "--output", default="reconstructed", show_default=True, type=click.Path(file_okay=False), help="Dataset root."
+)
+@click.option(
+    "--cache", default=DEFAULT_CACHE, show_default=True, type=click.Path(file_okay=False), help="Source clip cache."
+)
+@click.option(
+    "--limit", type=click.IntRange(1), default=None, help="Only the first N cases of the deterministic order."
+)
 @click.option("--subset", type=click.Choice(["dynamic", "static"]), default=None)
 @click.option("--workers", type=click.IntRange(1), default=1, show_default=True, help="Cases in parallel processes.")
 @click.option("--shard", default=None, metavar="K/N", help="Only shard K of N (0-based) of the selected cases.")
 @click.option("--frame-format", type=click.Choice(["png", "jpg"]), default="png", show_default=True)
 @click.option("--download-only", is_flag=True, help="Fetch the source clips into the cache; reconstruct nothing.")
 @click.option("--dry-run", is_flag=True, help="Print what would be done and exit.")
-@click.option("--retries", type=click.IntRange(0), default=3, show_default=True, help="Retries after a transient download error.")
+@click.option(
+    "--retries", type=click.IntRange(0), default=3, show_default=True, help="Retries after a transient download error."
+)
 @click.option("--cookies", type=click.Path(dir_okay=False, exists=True), default=None, help="cookies.txt for yt-dlp.")
 @click.option("--proxy", default=None, help="Proxy URL for yt-dlp.")
-@click.option("--sources-dir", type=click.Path(file_okay=False, exists=True), default=None,
-              help="Already-downloaded clips named <source id>.<ext>; nothing is downloaded.")
+@click.option(
+    "--sources-dir",
+    type=click.Path(file_okay=False, exists=True),
+    default=None,
+    help="Already-downloaded clips named <source id>.<ext>; nothing is downloaded.",
+)
 @click.option("--accept-changed-sources", is_flag=True, help="Reconstruct even when a source's fingerprint differs.")
 @click.option("--no-progress", is_flag=True, help="No progress bars.")
-def download(recipes, output, cache, limit, subset, workers, shard, frame_format, download_only, dry_run, retries,
-             cookies, proxy, sources_dir, accept_changed_sources, no_progress) -> None:  # fmt: skip
+def download(
+    recipes,
+    output,
+    cache,
+    limit,
+    subset,
+    workers,
+    shard,
+    frame_format,
+    download_only,
+    dry_run,
+    retries,
+    cookies,
+    proxy,
+    sources_dir,
+    accept_changed_sources,
+    no_progress,
+) -> None:
     """Rebuild the benchmark: fetch each case's source range with yt-dlp and reproject it.
 
     \b
@@ -169,19 +232,34 @@ def download(recipes, output, cache, limit, subset, workers, shard, frame_format
     """
     from pathlib import Path
 
-    from .download import DownloadOptions, download as run_download, plan, resolve_recipes
+    from .download import DownloadOptions, plan, resolve_recipes
+    from .download import download as run_download
     from .runner import Shard, summary
     from .sources import SourceOptions, cached_clip
 
     source = resolve_recipes(recipes, Path(cache))
     if source.spec == "bundled":
         click.echo(f"using the bundled sample recipes (no --recipes given): {source.path}")
-    src_opts = SourceOptions(cache=Path(cache), sources_dir=Path(sources_dir) if sources_dir else None,
-                             retries=retries, cookies=cookies, proxy=proxy, progress=not no_progress and workers == 1)  # fmt: skip
-    opts = DownloadOptions(output=Path(output), sources=src_opts, limit=limit, subset=subset, workers=workers,
-                           shard=Shard.parse(shard) if shard else None, frame_format=frame_format,
-                           download_only=download_only, accept_changed_sources=accept_changed_sources,
-                           progress=not no_progress)  # fmt: skip
+    src_opts = SourceOptions(
+        cache=Path(cache),
+        sources_dir=Path(sources_dir) if sources_dir else None,
+        retries=retries,
+        cookies=cookies,
+        proxy=proxy,
+        progress=not no_progress and workers == 1,
+    )
+    opts = DownloadOptions(
+        output=Path(output),
+        sources=src_opts,
+        limit=limit,
+        subset=subset,
+        workers=workers,
+        shard=Shard.parse(shard) if shard else None,
+        frame_format=frame_format,
+        download_only=download_only,
+        accept_changed_sources=accept_changed_sources,
+        progress=not no_progress,
+    )
     if dry_run:
         selected = plan(source, opts)
         for r in selected:
@@ -198,21 +276,37 @@ def download(recipes, output, cache, limit, subset, workers, shard, frame_format
 
 
 @main.command()
-@click.option("--model", "model_spec", required=True,
-              help="hold | reproject | oracle | an entry point name | file.py:Class | module:Class | 'cmd:PROGRAM {input} {output}'")
+@click.option(
+    "--model",
+    "model_spec",
+    required=True,
+    help="hold | reproject | oracle | an entry point name | file.py:Class | module:Class | 'cmd:PROGRAM {input} {output}'",
+)
 @click.option("--dataset", required=True, type=click.Path(file_okay=False, exists=True), help="Dataset root.")
 @click.option("--output", required=True, type=click.Path(file_okay=False), help="Run directory, e.g. runs/NAME.")
-@click.option("--model-config", type=click.Path(dir_okay=False, exists=True), default=None,
-              help="JSON object of keyword arguments for the model's constructor.")
+@click.option(
+    "--model-config",
+    type=click.Path(dir_okay=False, exists=True),
+    default=None,
+    help="JSON object of keyword arguments for the model's constructor.",
+)
 @click.option("--device", default="cpu", show_default=True, help="Handed to the model.")
 @click.option("--limit", type=click.IntRange(1), default=None)
 @click.option("--subset", type=click.Choice(["dynamic", "static"]), default=None)
 @click.option("--shard", default=None, metavar="K/N")
-@click.option("--workers", type=click.IntRange(1), default=1, show_default=True, help="Cases in parallel processes (one model each).")
+@click.option(
+    "--workers",
+    type=click.IntRange(1),
+    default=1,
+    show_default=True,
+    help="Cases in parallel processes (one model each).",
+)
 @click.option("--resume", is_flag=True, help="Continue a run: cases without case.json are (re)done.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing run.")
 @click.option("--no-progress", is_flag=True)
-def infer(model_spec, dataset, output, model_config, device, limit, subset, shard, workers, resume, overwrite, no_progress) -> None:
+def infer(
+    model_spec, dataset, output, model_config, device, limit, subset, shard, workers, resume, overwrite, no_progress
+) -> None:
     """Run a model over the cases and write its predictions (runs/NAME/...).
 
     \b
@@ -224,7 +318,8 @@ def infer(model_spec, dataset, output, model_config, device, limit, subset, shar
     import json
     from pathlib import Path
 
-    from .infer import InferOptions, infer as run_infer
+    from .infer import InferOptions
+    from .infer import infer as run_infer
     from .runner import Shard, summary
 
     if resume and overwrite:
@@ -238,8 +333,16 @@ def infer(model_spec, dataset, output, model_config, device, limit, subset, shar
         if not isinstance(config, dict):
             raise click.BadParameter(f"{model_config}: must hold a JSON object", param_hint="--model-config")
     opts = InferOptions(dataset=Path(dataset), output=Path(output), model=model_spec, device=device, config=config)
-    outcomes = run_infer(opts, limit=limit, subset=subset, shard=Shard.parse(shard) if shard else None,
-                         workers=workers, resume=resume, overwrite=overwrite, progress=not no_progress)  # fmt: skip
+    outcomes = run_infer(
+        opts,
+        limit=limit,
+        subset=subset,
+        shard=Shard.parse(shard) if shard else None,
+        workers=workers,
+        resume=resume,
+        overwrite=overwrite,
+        progress=not no_progress,
+    )
     click.echo(summary(outcomes))
     if any(o.status == "failed" for o in outcomes):
         raise SystemExit(1)
@@ -247,26 +350,66 @@ def infer(model_spec, dataset, output, model_config, device, limit, subset, shar
 
 
 @main.command()
-@click.option("--pred", required=True, type=click.Path(file_okay=False, exists=True), help="A run directory (runs/NAME).")
-@click.option("--dataset", default=None, type=click.Path(file_okay=False, exists=True), help="Default: the one in run.json.")
+@click.option(
+    "--pred", required=True, type=click.Path(file_okay=False, exists=True), help="A run directory (runs/NAME)."
+)
+@click.option(
+    "--dataset", default=None, type=click.Path(file_okay=False, exists=True), help="Default: the one in run.json."
+)
 @click.option("--protocol", default="classic-v1", show_default=True, help="Protocol name or JSON file.")
-@click.option("--metrics", "metric_list", default=None, metavar="LIST",
-              help="Comma-separated metrics (default: the protocol's: psnr,ssim,lpips,iou,presence,continuity); "
-              "metrics scored before for the same prediction and protocol are kept.")
-@click.option("--eval-size", default=None, metavar="HxW", callback=_hw,
-              help="Evaluation size, height x width (default: the protocol's, 384x512); scores go to scores/<protocol>-<hash>/.")
+@click.option(
+    "--metrics",
+    "metric_list",
+    default=None,
+    metavar="LIST",
+    help="Comma-separated metrics (default: the protocol's: psnr,ssim,lpips,iou,presence,continuity); "
+    "metrics scored before for the same prediction and protocol are kept.",
+)
+@click.option(
+    "--eval-size",
+    default=None,
+    metavar="HxW",
+    callback=_hw,
+    help="Evaluation size, height x width (default: the protocol's, 384x512); scores go to scores/<protocol>-<hash>/.",
+)
 @click.option("--device", default="cpu", show_default=True, help="For LPIPS.")
-@click.option("--lpips-weights", default=None, type=click.Path(dir_okay=False, exists=True),
-              help="torchvision AlexNet weights (default: $TORCH_HOME/hub/checkpoints/alexnet-owt-7be5be79.pth).")
-@click.option("--allow-download", is_flag=True, help="Download the AlexNet weights into the torch hub cache if missing.")
+@click.option(
+    "--lpips-weights",
+    default=None,
+    type=click.Path(dir_okay=False, exists=True),
+    help="torchvision AlexNet weights (default: $TORCH_HOME/hub/checkpoints/alexnet-owt-7be5be79.pth).",
+)
+@click.option(
+    "--allow-download", is_flag=True, help="Download the AlexNet weights into the torch hub cache if missing."
+)
 @click.option("--workers", type=click.IntRange(1), default=1, show_default=True)
-@click.option("--shard", default=None, metavar="K/N", help="Score every N-th case from the K-th; then --aggregate-only.")
-@click.option("--resume", is_flag=True, help="Keep per-case scores that are up to date (same protocol, metrics, prediction).")
-@click.option("--allow-partial", is_flag=True, help="Score the predicted cases even if some are missing (stated in every output).")
+@click.option(
+    "--shard", default=None, metavar="K/N", help="Score every N-th case from the K-th; then --aggregate-only."
+)
+@click.option(
+    "--resume", is_flag=True, help="Keep per-case scores that are up to date (same protocol, metrics, prediction)."
+)
+@click.option(
+    "--allow-partial", is_flag=True, help="Score the predicted cases even if some are missing (stated in every output)."
+)
 @click.option("--aggregate-only", is_flag=True, help="Recompute the aggregates from the per-case files.")
 @click.option("--no-progress", is_flag=True)
-def score(pred, dataset, protocol, metric_list, eval_size, device, lpips_weights, allow_download, workers, shard, resume, allow_partial,
-          aggregate_only, no_progress) -> None:  # fmt: skip
+def score(
+    pred,
+    dataset,
+    protocol,
+    metric_list,
+    eval_size,
+    device,
+    lpips_weights,
+    allow_download,
+    workers,
+    shard,
+    resume,
+    allow_partial,
+    aggregate_only,
+    no_progress,
+) -> None:
     """Score a run: masked PSNR/SSIM/LPIPS, IoU, presence and continuity on visible and off-screen frames.
 
     Reads our layout (runs/NAME from `persistbench infer`) and the public toolkit's
@@ -283,7 +426,8 @@ def score(pred, dataset, protocol, metric_list, eval_size, device, lpips_weights
 
     from .layout import RunLayout, check_writable, read_json
     from .runner import Shard
-    from .score import METRICS, ScoreOptions, load_protocol, score as run_score
+    from .score import METRICS, ScoreOptions, load_protocol
+    from .score import score as run_score
 
     if metric_list is None:
         wanted = load_protocol(protocol, eval_size).metrics
@@ -293,19 +437,42 @@ def score(pred, dataset, protocol, metric_list, eval_size, device, lpips_weights
             raise click.BadParameter("no metric named; choose from " + ",".join(METRICS), param_hint="--metrics")
         unknown = set(wanted) - set(METRICS)
         if unknown:
-            raise click.BadParameter(f"unknown metrics {sorted(unknown)}; choose from {','.join(METRICS)}", param_hint="--metrics")
+            raise click.BadParameter(
+                f"unknown metrics {sorted(unknown)}; choose from {','.join(METRICS)}", param_hint="--metrics"
+            )
     if dataset is None:
         info = read_json(RunLayout(Path(pred)).run_json)
-        dataset = info.get("dataset", {}).get("root") if isinstance(info, dict) and isinstance(info.get("dataset"), dict) else None
+        dataset = (
+            info.get("dataset", {}).get("root")
+            if isinstance(info, dict) and isinstance(info.get("dataset"), dict)
+            else None
+        )
         if dataset is None:
             raise click.UsageError(f"{pred}/run.json names no dataset: pass --dataset")
     check_writable(Path(pred) / "scores")
-    opts = ScoreOptions(pred=Path(pred), dataset=Path(dataset), protocol=protocol, metrics=wanted, device=device,
-                        lpips_weights=lpips_weights, allow_download=allow_download, eval_size=eval_size)  # fmt: skip
+    opts = ScoreOptions(
+        pred=Path(pred),
+        dataset=Path(dataset),
+        protocol=protocol,
+        metrics=wanted,
+        device=device,
+        lpips_weights=lpips_weights,
+        allow_download=allow_download,
+        eval_size=eval_size,
+    )
     if shard and aggregate_only:
-        raise click.UsageError("--shard scores cases; --aggregate-only then combines all shards: use them in separate calls")
-    summary = run_score(opts, workers=workers, shard=Shard.parse(shard) if shard else None, resume=resume,
-                        allow_partial=allow_partial, aggregate_only=aggregate_only, progress=not no_progress)  # fmt: skip
+        raise click.UsageError(
+            "--shard scores cases; --aggregate-only then combines all shards: use them in separate calls"
+        )
+    summary = run_score(
+        opts,
+        workers=workers,
+        shard=Shard.parse(shard) if shard else None,
+        resume=resume,
+        allow_partial=allow_partial,
+        aggregate_only=aggregate_only,
+        progress=not no_progress,
+    )
     if summary is None:
         click.echo(f"shard {shard} scored; when every shard is done: persistbench score --pred {pred} --aggregate-only")
         return
@@ -315,11 +482,26 @@ def score(pred, dataset, protocol, metric_list, eval_size, device, lpips_weights
 
 @main.command()
 @click.argument("root", type=click.Path(file_okay=False, exists=True))
-@click.option("--output", "--out", "out", required=True, type=click.Path(file_okay=False), help="A new directory for the distribution.")
-@click.option("--shard-size", default="1.2GB", show_default=True, help="Target bytes per tar shard (pairs are never split).")
-@click.option("--samples", type=click.IntRange(0), default=4, show_default=True, help="Pairs also kept unarchived in samples/.")
-@click.option("--date", default=None, metavar="YYYY-MM-DD", help="Publication date for croissant.json (default: left out).")
-@click.option("--workers", type=click.IntRange(1), default=1, show_default=True, help="Pairs encoded in parallel processes.")
+@click.option(
+    "--output",
+    "--out",
+    "out",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="A new directory for the distribution.",
+)
+@click.option(
+    "--shard-size", default="1.2GB", show_default=True, help="Target bytes per tar shard (pairs are never split)."
+)
+@click.option(
+    "--samples", type=click.IntRange(0), default=4, show_default=True, help="Pairs also kept unarchived in samples/."
+)
+@click.option(
+    "--date", default=None, metavar="YYYY-MM-DD", help="Publication date for croissant.json (default: left out)."
+)
+@click.option(
+    "--workers", type=click.IntRange(1), default=1, show_default=True, help="Pairs encoded in parallel processes."
+)
 def pack(root, out, shard_size, samples, date, workers) -> None:
     """Pack a reconstructed dataset as the sharded distribution (tar shards, checksums, index, Croissant).
 
@@ -330,7 +512,8 @@ def pack(root, out, shard_size, samples, date, workers) -> None:
     from pathlib import Path
 
     from .layout import check_writable
-    from .pack import pack as run_pack, parse_size
+    from .pack import pack as run_pack
+    from .pack import parse_size
 
     check_writable(Path(out).absolute().parent)
     dist = run_pack(root, out, parse_size(shard_size), samples, date, workers, progress=True)
@@ -341,8 +524,13 @@ def pack(root, out, shard_size, samples, date, workers) -> None:
 @click.option("--output", required=True, type=click.Path(file_okay=False), help="Dataset root to extract into.")
 @click.option("--repo", default=None, help="Hugging Face dataset repository (default: persistbench/persistbench).")
 @click.option("--revision", default=None, help="Branch, tag or commit; resolved to a commit and recorded.")
-@click.option("--from", "from_dir", default=None, type=click.Path(file_okay=False, exists=True),
-              help="Take the files from a local copy of the distribution instead.")
+@click.option(
+    "--from",
+    "from_dir",
+    default=None,
+    type=click.Path(file_okay=False, exists=True),
+    help="Take the files from a local copy of the distribution instead.",
+)
 @click.option("--include", type=click.Choice(["samples", "all"]), default="all", show_default=True)
 @click.option("--no-progress", is_flag=True)
 def fetch(output, repo, revision, from_dir, include, no_progress) -> None:
@@ -354,7 +542,8 @@ def fetch(output, repo, revision, from_dir, include, no_progress) -> None:
       persistbench fetch --repo ORG/NAME --revision v1 --output data
       persistbench fetch --from /mnt/dist --output data
     """
-    from .fetch import DEFAULT_REPO, fetch as run_fetch, hub_source, local_source
+    from .fetch import DEFAULT_REPO, hub_source, local_source
+    from .fetch import fetch as run_fetch
     from .layout import check_writable
 
     if from_dir and (repo or revision):
@@ -362,13 +551,21 @@ def fetch(output, repo, revision, from_dir, include, no_progress) -> None:
     check_writable(output)
     source = local_source(from_dir) if from_dir else hub_source(repo or DEFAULT_REPO, revision)
     record = run_fetch(output, source, include, progress=not no_progress)
-    click.echo(f"fetched {record['pairs']} pair(s) from {record['files']} file(s) into {output}; "
-               f"check them with: persistbench verify {output}")  # fmt: skip
+    click.echo(
+        f"fetched {record['pairs']} pair(s) from {record['files']} file(s) into {output}; "
+        f"check them with: persistbench verify {output}"
+    )
 
 
 @main.command()
-@click.option("--for", "wanted", type=click.Choice(["all", "download", "infer", "score", "pack", "fetch", "synth", "report", "demo"]),
-              default="all", show_default=True, help="Exit non-zero only when something this command needs is missing.")
+@click.option(
+    "--for",
+    "wanted",
+    type=click.Choice(["all", "download", "infer", "score", "pack", "fetch", "synth", "report", "demo"]),
+    default="all",
+    show_default=True,
+    help="Exit non-zero only when something this command needs is missing.",
+)
 @click.option("--cache", default=DEFAULT_CACHE, show_default=True, type=click.Path(file_okay=False))
 @click.option("--output", default=".", show_default=True, type=click.Path(file_okay=False))
 @click.option("--lpips-weights", default=None, type=click.Path(dir_okay=False))
@@ -417,8 +614,15 @@ def report(runs, out, protocol) -> None:
 
 
 @main.command()
-@click.option("--output", "--out", "out", default="persistbench-demo", show_default=True, type=click.Path(file_okay=False),
-              help="A new (or empty) directory for everything the demo makes.")
+@click.option(
+    "--output",
+    "--out",
+    "out",
+    default="persistbench-demo",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="A new (or empty) directory for everything the demo makes.",
+)
 @click.option("--workers", type=click.IntRange(1), default=2, show_default=True)
 @click.option("--no-progress", is_flag=True)
 def demo(out, workers, no_progress) -> None:

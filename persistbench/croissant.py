@@ -11,18 +11,43 @@ from . import __version__
 from .layout import DistributionLayout, sha256_file
 
 CONTEXT = {
-    "@language": "en", "@vocab": "https://schema.org/", "sc": "https://schema.org/",
-    "cr": "http://mlcommons.org/croissant/", "rai": "http://mlcommons.org/croissant/RAI/",
-    "dct": "http://purl.org/dc/terms/", "equivalentProperty": "cr:equivalentProperty", "citeAs": "cr:citeAs", "column": "cr:column", "conformsTo": "dct:conformsTo",
-    "data": {"@id": "cr:data", "@type": "@json"}, "dataType": {"@id": "cr:dataType", "@type": "@vocab"},
-    "examples": {"@id": "cr:examples", "@type": "@json"}, "extract": "cr:extract", "field": "cr:field",
-    "fileProperty": "cr:fileProperty", "fileObject": "cr:fileObject", "fileSet": "cr:fileSet", "format": "cr:format",
-    "includes": "cr:includes", "isLiveDataset": "cr:isLiveDataset", "jsonPath": "cr:jsonPath", "key": "cr:key",
-    "md5": "cr:md5", "parentField": "cr:parentField", "path": "cr:path", "recordSet": "cr:recordSet",
-    "references": "cr:references", "regex": "cr:regex", "repeated": "cr:repeated", "replace": "cr:replace",
-    "samplingRate": "cr:samplingRate", "separator": "cr:separator", "source": "cr:source", "subField": "cr:subField",
+    "@language": "en",
+    "@vocab": "https://schema.org/",
+    "sc": "https://schema.org/",
+    "cr": "http://mlcommons.org/croissant/",
+    "rai": "http://mlcommons.org/croissant/RAI/",
+    "dct": "http://purl.org/dc/terms/",
+    "equivalentProperty": "cr:equivalentProperty",
+    "citeAs": "cr:citeAs",
+    "column": "cr:column",
+    "conformsTo": "dct:conformsTo",
+    "data": {"@id": "cr:data", "@type": "@json"},
+    "dataType": {"@id": "cr:dataType", "@type": "@vocab"},
+    "examples": {"@id": "cr:examples", "@type": "@json"},
+    "extract": "cr:extract",
+    "field": "cr:field",
+    "fileProperty": "cr:fileProperty",
+    "fileObject": "cr:fileObject",
+    "fileSet": "cr:fileSet",
+    "format": "cr:format",
+    "includes": "cr:includes",
+    "isLiveDataset": "cr:isLiveDataset",
+    "jsonPath": "cr:jsonPath",
+    "key": "cr:key",
+    "md5": "cr:md5",
+    "parentField": "cr:parentField",
+    "path": "cr:path",
+    "recordSet": "cr:recordSet",
+    "references": "cr:references",
+    "regex": "cr:regex",
+    "repeated": "cr:repeated",
+    "replace": "cr:replace",
+    "samplingRate": "cr:samplingRate",
+    "separator": "cr:separator",
+    "source": "cr:source",
+    "subField": "cr:subField",
     "transform": "cr:transform",
-}  # fmt: skip
+}
 
 RAI = {
     "rai:dataCollection": "Equirectangular 360-degree videos published on YouTube, listed by recipe (video id, time "
@@ -51,11 +76,19 @@ RAI = {
 _PAIR_FILES = [
     ("views", "video/mp4", "*/*/*/*/video.mp4", "H.264 MP4 of the input (view_0) and target (center) views."),
     ("masks", "image/png", "*/*/*/*/masks/*.png", "Object masks per frame, uint8 0/255."),
-    ("dictionaries", "application/octet-stream", "*/*/*/*.npy",
-     "Pickled dictionaries in the public format: visibility, yaw/pitch; read them with persistbench.layout.load_npy."),
-    ("cameras", "application/octet-stream", "*/*/*/*/camera_params.npy",
-     "Per-view cameras {cam_poses: (T,4,4) camera-to-world, cam_intrinsic: (3,3)}."),
-]  # fmt: skip
+    (
+        "dictionaries",
+        "application/octet-stream",
+        "*/*/*/*.npy",
+        "Pickled dictionaries in the public format: visibility, yaw/pitch; read them with persistbench.layout.load_npy.",
+    ),
+    (
+        "cameras",
+        "application/octet-stream",
+        "*/*/*/*/camera_params.npy",
+        "Per-view cameras {cam_poses: (T,4,4) camera-to-world, cam_intrinsic: (3,3)}.",
+    ),
+]
 
 
 def describe(dist: DistributionLayout, checksums: dict, index: dict, date: str | None = None) -> dict:
@@ -66,32 +99,62 @@ def describe(dist: DistributionLayout, checksums: dict, index: dict, date: str |
     """
     shards = sorted(name for name in checksums if "/" not in name)
     distribution = [
-        {"@type": "cr:FileObject", "@id": f"shard/{name}", "name": name, "contentUrl": f"shards/{name}",
-         "encodingFormat": "application/x-tar", "sha256": checksums[name]["sha256"],
-         "contentSize": f"{checksums[name]['bytes']} B"}
+        {
+            "@type": "cr:FileObject",
+            "@id": f"shard/{name}",
+            "name": name,
+            "contentUrl": f"shards/{name}",
+            "encodingFormat": "application/x-tar",
+            "sha256": checksums[name]["sha256"],
+            "contentSize": f"{checksums[name]['bytes']} B",
+        }
         for name in shards
-    ]  # fmt: skip
-    distribution.append({
-        "@type": "cr:FileObject", "@id": "pairs.csv", "name": "pairs.csv", "contentUrl": "pairs.csv",
-        "encodingFormat": "text/csv", "sha256": sha256_file(dist.pairs_csv),
-    })  # fmt: skip
+    ]
+    distribution.append(
+        {
+            "@type": "cr:FileObject",
+            "@id": "pairs.csv",
+            "name": "pairs.csv",
+            "contentUrl": "pairs.csv",
+            "encodingFormat": "text/csv",
+            "sha256": sha256_file(dist.pairs_csv),
+        }
+    )
     for name, fmt, pattern, text in _PAIR_FILES:
-        distribution.append({"@type": "cr:FileSet", "@id": name, "name": name, "description": text,
-                             "containedIn": [{"@id": f"shard/{s}"} for s in shards],
-                             "encodingFormat": fmt, "includes": pattern})  # fmt: skip
-    columns = [("pair_id", "sc:Text", "The case id: <Category>_<video id>_<clip>_obj_<object id>."),
-               ("shard", "sc:Text", "The shard holding the pair."),
-               ("subset", "sc:Text", "dynamic (the object moves) or static."),
-               ("n_frames", "sc:Integer", "Frames per view.")]  # fmt: skip
-    fields = [{"@type": "cr:Field", "@id": f"pairs/{col}", "name": col, "description": text, "dataType": dtype,
-               "source": {"fileObject": {"@id": "pairs.csv"}, "extract": {"column": col}}}
-              for col, dtype, text in columns]  # fmt: skip
+        distribution.append(
+            {
+                "@type": "cr:FileSet",
+                "@id": name,
+                "name": name,
+                "description": text,
+                "containedIn": [{"@id": f"shard/{s}"} for s in shards],
+                "encodingFormat": fmt,
+                "includes": pattern,
+            }
+        )
+    columns = [
+        ("pair_id", "sc:Text", "The case id: <Category>_<video id>_<clip>_obj_<object id>."),
+        ("shard", "sc:Text", "The shard holding the pair."),
+        ("subset", "sc:Text", "dynamic (the object moves) or static."),
+        ("n_frames", "sc:Integer", "Frames per view."),
+    ]
+    fields = [
+        {
+            "@type": "cr:Field",
+            "@id": f"pairs/{col}",
+            "name": col,
+            "description": text,
+            "dataType": dtype,
+            "source": {"fileObject": {"@id": "pairs.csv"}, "extract": {"column": col}},
+        }
+        for col, dtype, text in columns
+    ]
     return {
         "@context": CONTEXT,
         "@type": "sc:Dataset",
         "name": "persistbench",
         "description": f"Visual-memory benchmark pairs (input view, target view, masks, cameras, visibility): "
-                       f"{len(index)} pairs in {len(shards)} tar shards.",
+        f"{len(index)} pairs in {len(shards)} tar shards.",
         "conformsTo": ["http://mlcommons.org/croissant/1.0", "http://mlcommons.org/croissant/RAI/1.0"],
         "url": "https://github.com/persistbench/persistbench",
         "license": "https://opensource.org/licenses/MIT",
@@ -102,6 +165,14 @@ def describe(dist: DistributionLayout, checksums: dict, index: dict, date: str |
         "keywords": ["video", "360-degree video", "visual memory", "novel view synthesis", "benchmark"],
         **RAI,
         "distribution": distribution,
-        "recordSet": [{"@type": "cr:RecordSet", "@id": "pairs", "name": "pairs", "key": {"@id": "pairs/pair_id"},
-                       "description": "One record per pair, from pairs.csv.", "field": fields}],
-    }  # fmt: skip
+        "recordSet": [
+            {
+                "@type": "cr:RecordSet",
+                "@id": "pairs",
+                "name": "pairs",
+                "key": {"@id": "pairs/pair_id"},
+                "description": "One record per pair, from pairs.csv.",
+                "field": fields,
+            }
+        ],
+    }

@@ -18,8 +18,9 @@ MODELS = ("hold", "reproject", "oracle")
 DEMO_SCENES = {"scenes": 4, "seed": 7, "pano_size": (1024, 512), "view_size": (256, 192), "n_frames": 48, "fps": 10.0}
 
 
-def demo(out: str | Path = "persistbench-demo", workers: int = 2, progress: bool = True,
-         echo: Callable[[str], None] = print) -> dict:  # fmt: skip
+def demo(
+    out: str | Path = "persistbench-demo", workers: int = 2, progress: bool = True, echo: Callable[[str], None] = print
+) -> dict:
     """Run the chain into ``out`` (new or empty); returns ``{"report": path, "summaries": {model: summary}}``."""
     from .download import DownloadOptions, RecipeSource, download
     from .infer import InferOptions, infer
@@ -42,8 +43,9 @@ def demo(out: str | Path = "persistbench-demo", workers: int = 2, progress: bool
     with FileServer(out) as server:
         recipes = generate(out / "sources", SynthConfig(**DEMO_SCENES), base_url=f"{server.url}/sources/sources")
         step(f"download: yt-dlp from {server.url} (loopback), reprojection into {out / 'dataset'}")
-        opts = DownloadOptions(output=out / "dataset", sources=SourceOptions(cache=out / "cache"), workers=workers,
-                               progress=progress)  # fmt: skip
+        opts = DownloadOptions(
+            output=out / "dataset", sources=SourceOptions(cache=out / "cache"), workers=workers, progress=progress
+        )
         outcomes = download(RecipeSource(recipes, str(recipes)), opts)
     step(outcome_summary(outcomes))
     if any(o.status == "failed" for o in outcomes):
@@ -52,7 +54,9 @@ def demo(out: str | Path = "persistbench-demo", workers: int = 2, progress: bool
     for model in MODELS:
         run = out / "runs" / model
         step(f"infer: {model} -> {run}")
-        results = infer(InferOptions(dataset=out / "dataset", output=run, model=model), workers=workers, progress=progress)
+        results = infer(
+            InferOptions(dataset=out / "dataset", output=run, model=model), workers=workers, progress=progress
+        )
         if any(o.status == "failed" for o in results):
             raise PersistbenchError(f"demo: infer {model} failed:\n{outcome_summary(results)}")
         step(f"score: {model}")

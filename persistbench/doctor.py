@@ -56,8 +56,12 @@ def _js_runtime() -> Check:
     from .sources import js_runtime
 
     found = js_runtime()
-    return Check("JavaScript runtime (YouTube)", found is not None, f"{found[0]} at {found[1]}" if found else "none on PATH",
-                 "" if found else "install deno (https://deno.com) or Node.js >= 22; only YouTube sources need it")  # fmt: skip
+    return Check(
+        "JavaScript runtime (YouTube)",
+        found is not None,
+        f"{found[0]} at {found[1]}" if found else "none on PATH",
+        "" if found else "install deno (https://deno.com) or Node.js >= 22; only YouTube sources need it",
+    )
 
 
 def _lpips(weights: str | None) -> list[Check]:
@@ -69,13 +73,25 @@ def _lpips(weights: str | None) -> list[Check]:
 
     path = alexnet_path(weights)
     found = os.path.isfile(path)
-    checks.append(Check("LPIPS AlexNet weights", found, path if found else f"not found at {path}",
-                        "" if found else f"put {ALEXNET_FILE} there (or pass --lpips-weights FILE, or score --allow-download)"))  # fmt: skip
+    checks.append(
+        Check(
+            "LPIPS AlexNet weights",
+            found,
+            path if found else f"not found at {path}",
+            "" if found else f"put {ALEXNET_FILE} there (or pass --lpips-weights FILE, or score --allow-download)",
+        )
+    )
     import torch
 
     cuda = torch.cuda.is_available()
-    checks.append(Check("CUDA", cuda, torch.cuda.get_device_name(0) if cuda else "no CUDA device (LPIPS runs on the CPU)",
-                        "" if cuda else "optional: a CUDA build of torch and a GPU make LPIPS faster"))  # fmt: skip
+    checks.append(
+        Check(
+            "CUDA",
+            cuda,
+            torch.cuda.get_device_name(0) if cuda else "no CUDA device (LPIPS runs on the CPU)",
+            "" if cuda else "optional: a CUDA build of torch and a GPU make LPIPS faster",
+        )
+    )
     return checks
 
 
@@ -91,14 +107,29 @@ def _writable(label: str, directory: Path, needed_for: set[str]) -> Check:
     return Check(label, True, f"{directory} (writable)", "", frozenset(needed_for))
 
 
-def run_checks(cache: str | os.PathLike = "cache", output: str | os.PathLike = ".", lpips_weights: str | None = None) -> list[Check]:
+def run_checks(
+    cache: str | os.PathLike = "cache", output: str | os.PathLike = ".", lpips_weights: str | None = None
+) -> list[Check]:
     """Every check, in a fixed order."""
     py = sys.version_info
-    checks = [Check("python", py >= (3, 10), sys.version.split()[0], "" if py >= (3, 10) else "Python >= 3.10",
-                    frozenset(COMMANDS))]  # fmt: skip
-    checks.append(_package("persistbench", set(COMMANDS), 'pip install -e .'))
-    core = {"numpy": {"download", "infer", "score"}, "opencv-python-headless": {"download", "infer", "score"},
-            "yt-dlp": {"download", "demo"}, "huggingface_hub": {"fetch"}, "click": set(COMMANDS), "pillow": {"report"}}  # fmt: skip
+    checks = [
+        Check(
+            "python",
+            py >= (3, 10),
+            sys.version.split()[0],
+            "" if py >= (3, 10) else "Python >= 3.10",
+            frozenset(COMMANDS),
+        )
+    ]
+    checks.append(_package("persistbench", set(COMMANDS), "pip install -e ."))
+    core = {
+        "numpy": {"download", "infer", "score"},
+        "opencv-python-headless": {"download", "infer", "score"},
+        "yt-dlp": {"download", "demo"},
+        "huggingface_hub": {"fetch"},
+        "click": set(COMMANDS),
+        "pillow": {"report"},
+    }
     checks += [_package(d, needed, "pip install -e .") for d, needed in core.items()]
     checks.append(_ffmpeg())
     checks.append(_js_runtime())

@@ -86,10 +86,19 @@ def _hf_recipes(spec: str, cache: Path) -> RecipeSource:
     if len(parts) != 3 or not all(parts):
         raise PersistbenchError(f"{spec}: expected hf://OWNER/REPO/PATH[@REVISION]")
     try:
-        local = Path(hf_hub_download(f"{parts[0]}/{parts[1]}", parts[2], repo_type="dataset",
-                                     revision=revision or None, cache_dir=cache / "hf"))  # fmt: skip
+        local = Path(
+            hf_hub_download(
+                f"{parts[0]}/{parts[1]}",
+                parts[2],
+                repo_type="dataset",
+                revision=revision or None,
+                cache_dir=cache / "hf",
+            )
+        )
     except (HfHubHTTPError, LocalEntryNotFoundError, OSError, ValueError) as e:
-        raise PersistbenchError(f"{spec}: cannot fetch recipes from the Hugging Face Hub: {e}".splitlines()[0]) from None
+        raise PersistbenchError(
+            f"{spec}: cannot fetch recipes from the Hugging Face Hub: {e}".splitlines()[0]
+        ) from None
     commit = local.parent.name if local.parent.parent.name == "snapshots" else revision
     return RecipeSource(local, spec, commit)
 
@@ -131,7 +140,11 @@ def plan(source: RecipeSource, opts: DownloadOptions) -> list[Recipe]:
 def complete_cases(root: Path) -> dict[tuple[str, str], str]:
     """(subset, uid) -> recipe sha256 of the cases marked complete in both index files."""
     rows = {(r["subset"], r["uid"]) for r in read_index(root)}
-    return {(r["subset"], r["uid"]): r.get("recipe_sha256", "") for r in read_case_records(root) if (r["subset"], r["uid"]) in rows}
+    return {
+        (r["subset"], r["uid"]): r.get("recipe_sha256", "")
+        for r in read_case_records(root)
+        if (r["subset"], r["uid"]) in rows
+    }
 
 
 def download(source: RecipeSource, opts: DownloadOptions) -> list[runner.Outcome]:
@@ -145,11 +158,15 @@ def download(source: RecipeSource, opts: DownloadOptions) -> list[runner.Outcome
         is_youtube(r.source.url) and cached_clip(r, opts.sources) is None for r in recipes
     ):
         require_js_runtime()
-    check_writable(*([] if opts.download_only else [opts.output]),
-                   *([] if opts.sources.sources_dir else [(opts.sources.cache, "cache")]))  # fmt: skip
+    check_writable(
+        *([] if opts.download_only else [opts.output]),
+        *([] if opts.sources.sources_dir else [(opts.sources.cache, "cache")]),
+    )
     if not opts.download_only:
-        write_json(opts.output / RECIPES_PROVENANCE, {"recipes": source.spec, "revision": source.revision,
-                                                      "sha256": sha256_file(source.path)})  # fmt: skip
+        write_json(
+            opts.output / RECIPES_PROVENANCE,
+            {"recipes": source.spec, "revision": source.revision, "sha256": sha256_file(source.path)},
+        )
     done = {} if opts.download_only else complete_cases(opts.output)
     state = (opts.output if not opts.download_only else opts.sources.cache) / STATE_DIR
     recheck = None if opts.download_only else functools.partial(_recorded, root=opts.output)

@@ -22,7 +22,18 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from .errors import PersistbenchError
-from .layout import CASES_JSONL, DB_NAME, PAIR_FILE_RE, PAIR_MEMBER_RE, SHARD_RE, STATE_DIR, DistributionLayout, read_json, sha256_file, write_json
+from .layout import (
+    CASES_JSONL,
+    DB_NAME,
+    PAIR_FILE_RE,
+    PAIR_MEMBER_RE,
+    SHARD_RE,
+    STATE_DIR,
+    DistributionLayout,
+    read_json,
+    sha256_file,
+    write_json,
+)
 
 DEFAULT_REPO = "persistbench/persistbench"
 FETCH_JSON = "fetch.json"
@@ -62,7 +73,9 @@ def hub_source(repo: str, revision: str | None) -> Source:
     try:
         sha = HfApi().dataset_info(repo, revision=revision).sha
     except errors as e:
-        raise PersistbenchError(f"hf://{repo}@{revision or 'main'}: cannot resolve the revision: {e}".splitlines()[0]) from None
+        raise PersistbenchError(
+            f"hf://{repo}@{revision or 'main'}: cannot resolve the revision: {e}".splitlines()[0]
+        ) from None
 
     def get(name: str) -> Path:
         try:

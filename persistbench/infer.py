@@ -22,11 +22,20 @@ import numpy as np
 
 from . import __version__, runner, sphere
 from .errors import PersistbenchError, UsageError
-from .layout import STATE_DIR, Dataset, RunLayout, check_writable, file_lock, read_json, sha256_file, write_image, write_json
+from .layout import (
+    STATE_DIR,
+    Dataset,
+    RunLayout,
+    check_writable,
+    file_lock,
+    read_json,
+    sha256_file,
+    write_image,
+    write_json,
+)
+from .models import BaseModel, ModelInput, ModelOutput, load_model, resolve
 from .names import remove_tree
 from .verify import require_usable
-from .models import BaseModel, ModelInput, ModelOutput, load_model, resolve
-
 
 # ---------------------------------------------------------------- sampling (pure)
 
@@ -72,7 +81,9 @@ def adjust_intrinsics(k: np.ndarray, box: tuple[int, int, int, int], out: tuple[
     return k2
 
 
-def crop_resize(image: np.ndarray, box: tuple[int, int, int, int], out: tuple[int, int], nearest: bool = False) -> np.ndarray:
+def crop_resize(
+    image: np.ndarray, box: tuple[int, int, int, int], out: tuple[int, int], nearest: bool = False
+) -> np.ndarray:
     """Crop ``image`` to ``box`` and resize to ``out`` (area when shrinking, linear when enlarging)."""
     import cv2
 
@@ -175,17 +186,26 @@ def sampling_of(model: object, name: str) -> tuple[int, tuple[int, int]]:
         raise PersistbenchError(f"--model {name}: num_frames must be -1 (all) or a positive integer, found {n!r}")
     if isinstance(res, (int, np.integer)) and not isinstance(res, bool) and res == -1:
         res = (-1, -1)
-    ok = isinstance(res, (tuple, list)) and len(res) == 2 and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in res)
+    ok = (
+        isinstance(res, (tuple, list))
+        and len(res) == 2
+        and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in res)
+    )
     if not ok or not (tuple(res) == (-1, -1) or min(res) > 0):
-        raise PersistbenchError(f"--model {name}: resolution must be -1 or (height, width) positive integers, found {res!r}")
+        raise PersistbenchError(
+            f"--model {name}: resolution must be -1 or (height, width) positive integers, found {res!r}"
+        )
     return int(n), (int(res[0]), int(res[1]))
 
 
 def protocol_of(model: object, name: str) -> dict:
     """The sampling a model (class or instance) asks for, as recorded in ``run.json``."""
     n, res = sampling_of(model, name)
-    return {"num_frames": n, "resolution": list(res),
-            "sampling": "np.linspace(0, T-1, num_frames).round(); centre crop to the aspect ratio; area resize"}  # fmt: skip
+    return {
+        "num_frames": n,
+        "resolution": list(res),
+        "sampling": "np.linspace(0, T-1, num_frames).round(); centre crop to the aspect ratio; area resize",
+    }
 
 
 def sampled_frames(view, idx: np.ndarray, box, out_size) -> np.ndarray:
@@ -202,8 +222,10 @@ def sampled_masks(view, idx: np.ndarray, box, out_size) -> np.ndarray:
 
 def _cameras(view, idx: np.ndarray, box, out_size) -> dict:
     cam = view.camera()
-    return {"cam_poses": np.asarray(cam["cam_poses"], np.float64)[idx],
-            "cam_intrinsic": adjust_intrinsics(np.asarray(cam["cam_intrinsic"]), box, out_size)}  # fmt: skip
+    return {
+        "cam_poses": np.asarray(cam["cam_poses"], np.float64)[idx],
+        "cam_intrinsic": adjust_intrinsics(np.asarray(cam["cam_intrinsic"]), box, out_size),
+    }
 
 
 def infer_case(key: tuple[str, str], opts: InferOptions) -> None:
@@ -220,8 +242,12 @@ def infer_case(key: tuple[str, str], opts: InferOptions) -> None:
     cams_out = _cameras(target, idx, box, out_size)
     if getattr(model, "uses_ground_truth", False):
         model.ground_truth = (sampled_frames(target, idx, box, out_size), sampled_masks(target, idx, box, out_size))
-    sample = ModelInput(uid=case_id, input_frames=sampled_frames(source, idx, box, out_size).astype(np.float32) / 255.0,
-                        input_cameras=_cameras(source, idx, box, out_size), target_cameras=cams_out)  # fmt: skip
+    sample = ModelInput(
+        uid=case_id,
+        input_frames=sampled_frames(source, idx, box, out_size).astype(np.float32) / 255.0,
+        input_cameras=_cameras(source, idx, box, out_size),
+        target_cameras=cams_out,
+    )
     try:
         out = model.predict(sample)
     except PersistbenchError:
@@ -261,11 +287,20 @@ def _write_case(run: RunLayout, subset, case_id, idx, frames, masks, projection,
         if masks is not None:
             path = run.mask_path(subset, case_id, t)
             files[path.relative_to(run.root).as_posix()] = write_image(path, masks[t].astype(np.uint8) * 255)
-    write_json(run.case_json(subset, case_id), {
-        "uid": case_id, "subset": subset, "frame_indices": idx.tolist(),
-        "size": [int(frames.shape[2]), int(frames.shape[1])], "source_size": list(source_size), "crop": list(box),
-        "projection": projection, "has_masks": masks is not None, "files": dict(sorted(files.items())),
-    })  # fmt: skip
+    write_json(
+        run.case_json(subset, case_id),
+        {
+            "uid": case_id,
+            "subset": subset,
+            "frame_indices": idx.tolist(),
+            "size": [int(frames.shape[2]), int(frames.shape[1])],
+            "source_size": list(source_size),
+            "crop": list(box),
+            "projection": projection,
+            "has_masks": masks is not None,
+            "files": dict(sorted(files.items())),
+        },
+    )
 
 
 # ---------------------------------------------------------------- the run
@@ -305,14 +340,17 @@ def start_run(opts: InferOptions, resume: bool, overwrite: bool) -> dict:
     # so it is built here (cheaply). Real models load in the workers only.
     model = load_model(opts.model, opts.device, opts.config) if isinstance(factory, functools.partial) else factory
     info = {
-        "model": opts.model, "config": opts.config or {}, "device": opts.device,
+        "model": opts.model,
+        "config": opts.config or {},
+        "device": opts.device,
         "oracle": bool(getattr(model, "uses_ground_truth", False)),
         "protocol": protocol_of(model, opts.model),
         "dataset": {"root": str(ds.root.resolve()), "fingerprint": dataset_fingerprint(ds)},
         "toolkit_version": __version__,
-        "model_class": f"{type(model).__module__}.{type(model).__qualname__}" if isinstance(factory, functools.partial)
+        "model_class": f"{type(model).__module__}.{type(model).__qualname__}"
+        if isinstance(factory, functools.partial)
         else f"{factory.__module__}.{factory.__qualname__}",
-    }  # fmt: skip
+    }
     with file_lock(run.root / STATE_DIR / "run.lock"):  # two infers into one output: one decides, then the other
         return _claim_run(run, info, resume, overwrite)
 
@@ -331,18 +369,32 @@ def _claim_run(run: RunLayout, info: dict, resume: bool, overwrite: bool) -> dic
             old = read_json(run.run_json)
             for key in ("model", "config", "protocol"):
                 if old.get(key) != info[key]:
-                    raise PersistbenchError(f"{run.run_json}: --resume with a different {key} ({old.get(key)!r} there); use --overwrite or another --output")
+                    raise PersistbenchError(
+                        f"{run.run_json}: --resume with a different {key} ({old.get(key)!r} there); use --overwrite or another --output"
+                    )
             if old.get("dataset", {}).get("fingerprint") != info["dataset"]["fingerprint"]:
-                raise PersistbenchError(f"{run.run_json}: --resume against a different dataset (fingerprint differs); use --overwrite or another --output")
+                raise PersistbenchError(
+                    f"{run.run_json}: --resume against a different dataset (fingerprint differs); use --overwrite or another --output"
+                )
             return old
         else:
-            raise PersistbenchError(f"{run.root}: a run is already there; pass --resume to continue it or --overwrite to replace it")
+            raise PersistbenchError(
+                f"{run.root}: a run is already there; pass --resume to continue it or --overwrite to replace it"
+            )
     write_json(run.run_json, {**info, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
     return info
 
 
-def infer(opts: InferOptions, limit: int | None = None, subset: str | None = None, shard: runner.Shard | None = None,
-          workers: int = 1, resume: bool = False, overwrite: bool = False, progress: bool = True) -> list[runner.Outcome]:  # fmt: skip
+def infer(
+    opts: InferOptions,
+    limit: int | None = None,
+    subset: str | None = None,
+    shard: runner.Shard | None = None,
+    workers: int = 1,
+    resume: bool = False,
+    overwrite: bool = False,
+    progress: bool = True,
+) -> list[runner.Outcome]:
     """Run the model over the selected cases; one outcome per case, in order."""
     everything = Dataset(opts.dataset).cases()
     if not everything:
@@ -355,7 +407,8 @@ def infer(opts: InferOptions, limit: int | None = None, subset: str | None = Non
     predicted = functools.partial(_predicted, run=run)
     job = runner.Job(functools.partial(infer_case, opts=opts), run.root / STATE_DIR, predicted)
     try:
-        return runner.run(keys, key_of=lambda k: k[1], job=job, is_done=predicted, workers=workers, desc="infer",
-                          progress=progress)  # fmt: skip
+        return runner.run(
+            keys, key_of=lambda k: k[1], job=job, is_done=predicted, workers=workers, desc="infer", progress=progress
+        )
     finally:
         close_models()

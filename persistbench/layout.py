@@ -314,7 +314,9 @@ def image_size(path: str | os.PathLike) -> tuple[int, int]:
         with Image.open(path) as image:
             return image.size
     except Image.DecompressionBombError:
-        raise PersistbenchError(f"{path}: larger than the decompression-bomb limit (2 x {Image.MAX_IMAGE_PIXELS} pixels); refused unread") from None
+        raise PersistbenchError(
+            f"{path}: larger than the decompression-bomb limit (2 x {Image.MAX_IMAGE_PIXELS} pixels); refused unread"
+        ) from None
     except (OSError, UnidentifiedImageError, ValueError) as e:
         raise PersistbenchError(f"{path}: not a readable image ({e})") from None
 
@@ -425,7 +427,9 @@ class View:
 
     def camera(self, n_frames: int | None = None) -> dict:
         """``{cam_poses: (T, 4, 4) camera-to-world, cam_intrinsic: (3, 3)}`` via the safe loader, checked."""
-        return _load_dict(self.camera_path, contracts.camera_problems, n_frames if n_frames is not None else self.n_frames)
+        return _load_dict(
+            self.camera_path, contracts.camera_problems, n_frames if n_frames is not None else self.n_frames
+        )
 
 
 def _load_dict(path: Path, problems: Callable[[dict, int], Iterator[str]], n: int) -> dict:
@@ -553,7 +557,9 @@ class Dataset:
 
     def _case(self, subset: str, case_id: str) -> Case:
         directory = case_dir(self.root, subset, case_id)
-        return Case(self.root, subset, case_id, _case_path(directory) or directory, self._records.get((subset, case_id)))
+        return Case(
+            self.root, subset, case_id, _case_path(directory) or directory, self._records.get((subset, case_id))
+        )
 
     def case(self, subset: str, case_id: str) -> Case:
         """The case ``(subset, case_id)``; refused when it is not recorded (indexed datasets) or not on disk."""
@@ -795,13 +801,13 @@ PAIR_FILE_RE = re.compile(rf"^(?:dynamic|static)/{_NAME}/{_NAME}/{_PAIR_FILE_RE}
 class DistributionLayout:
     """Paths of the sharded distribution (``pack`` writes it, ``fetch`` reads it)::
 
-        shards/shard-0000.tar ...  each expands to <subset>/<case_id>/<obj_id>/...
-        shards/checksums.json      {name: {sha256, bytes}} of every shard and sample file
-        index.json                 pair_id -> {shard, subset, n_frames}
-        pairs.csv                  the same, one row per pair
-        samples/                   a few pairs, unarchived
-        croissant.json             Croissant 1.0 metadata with the RAI fields
-        pack.json                  encoder settings and provenance
+    shards/shard-0000.tar ...  each expands to <subset>/<case_id>/<obj_id>/...
+    shards/checksums.json      {name: {sha256, bytes}} of every shard and sample file
+    index.json                 pair_id -> {shard, subset, n_frames}
+    pairs.csv                  the same, one row per pair
+    samples/                   a few pairs, unarchived
+    croissant.json             Croissant 1.0 metadata with the RAI fields
+    pack.json                  encoder settings and provenance
     """
 
     root: Path

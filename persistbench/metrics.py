@@ -28,8 +28,10 @@ def _box(mask: np.ndarray, margin: int = 0) -> tuple[slice, slice] | None:
     if rows.size == 0:
         return None
     h, w = mask.shape
-    return (slice(max(rows[0] - margin, 0), min(rows[-1] + margin + 1, h)),
-            slice(max(cols[0] - margin, 0), min(cols[-1] + margin + 1, w)))  # fmt: skip
+    return (
+        slice(max(rows[0] - margin, 0), min(rows[-1] + margin + 1, h)),
+        slice(max(cols[0] - margin, 0), min(cols[-1] + margin + 1, w)),
+    )
 
 
 def masked_psnr(pred: np.ndarray, ref: np.ndarray, mask: np.ndarray, cap: float = PSNR_CAP) -> float:
@@ -130,8 +132,10 @@ def continuity(pred_mask: np.ndarray, ref_mask: np.ndarray, scale: float) -> flo
 
 ALEXNET_FILE = "alexnet-owt-7be5be79.pth"  # torchvision's AlexNet weights, as the torch hub caches them
 ALEXNET_URL = "https://download.pytorch.org/models/" + ALEXNET_FILE  # PERSISTBENCH_ALEXNET_URL overrides (a mirror)
-LPIPS_FIX = ('pip install -e ".[lpips]" and put ' + ALEXNET_FILE + " in $TORCH_HOME/hub/checkpoints "
-             "(or pass --lpips-weights FILE, or --allow-download to fetch it)")  # fmt: skip
+LPIPS_FIX = (
+    'pip install -e ".[lpips]" and put ' + ALEXNET_FILE + " in $TORCH_HOME/hub/checkpoints "
+    "(or pass --lpips-weights FILE, or --allow-download to fetch it)"
+)
 
 
 def alexnet_path(weights: str | None = None) -> str:
@@ -160,15 +164,22 @@ class Lpips:
         LpipsUnavailable: the extra is not installed or the weights are missing.
     """
 
-    def __init__(self, device: str = "cpu", weights: str | None = None, random_backbone: bool = False,
-                 allow_download: bool = False):  # fmt: skip
+    def __init__(
+        self,
+        device: str = "cpu",
+        weights: str | None = None,
+        random_backbone: bool = False,
+        allow_download: bool = False,
+    ):
         try:
             import lpips
             import torch
         except ImportError as e:
             raise LpipsUnavailable(f"LPIPS needs torch and lpips ({e.name} is missing): {LPIPS_FIX}") from None
         self.torch, self.device = torch, device
-        self.model = lpips.LPIPS(net="alex", version="0.1", spatial=True, pretrained=True, pnet_rand=True, verbose=False)
+        self.model = lpips.LPIPS(
+            net="alex", version="0.1", spatial=True, pretrained=True, pnet_rand=True, verbose=False
+        )
         if not random_backbone:
             self._load_backbone(weights, allow_download)
         self.model = self.model.to(device).eval()
@@ -181,9 +192,13 @@ class Lpips:
             url = os.environ.get("PERSISTBENCH_ALEXNET_URL", ALEXNET_URL)
             os.makedirs(os.path.dirname(path), exist_ok=True)
             try:  # torch writes a temporary file and renames it only when the hash prefix matches
-                self.torch.hub.download_url_to_file(url, path, hash_prefix=ALEXNET_FILE.split("-")[-1][:8], progress=False)
+                self.torch.hub.download_url_to_file(
+                    url, path, hash_prefix=ALEXNET_FILE.split("-")[-1][:8], progress=False
+                )
             except (OSError, RuntimeError, ValueError) as e:
-                raise LpipsUnavailable(f"AlexNet weights could not be downloaded from {url}: {e}".splitlines()[0]) from None
+                raise LpipsUnavailable(
+                    f"AlexNet weights could not be downloaded from {url}: {e}".splitlines()[0]
+                ) from None
         if not os.path.isfile(path):
             raise LpipsUnavailable(f"AlexNet weights not found at {path}: {LPIPS_FIX}")
         state = self.torch.load(path, map_location="cpu", weights_only=True)

@@ -26,11 +26,25 @@ from pathlib import Path
 
 from . import __version__, croissant
 from .errors import PersistbenchError
-from .runner import die_with_parent
 from .layout import (
-    CAMERA_NAME, MASKS_DIR, THETA_PHI_NAME, VIDEO_NAME, VIEWS, VISIBILITY_NAME, Case, Dataset, DistributionLayout,
-    UMASK, mask_name, pair_dir, read_case_records, sha256_file, write_json, write_text,
-)  # fmt: skip
+    CAMERA_NAME,
+    MASKS_DIR,
+    THETA_PHI_NAME,
+    UMASK,
+    VIDEO_NAME,
+    VIEWS,
+    VISIBILITY_NAME,
+    Case,
+    Dataset,
+    DistributionLayout,
+    mask_name,
+    pair_dir,
+    read_case_records,
+    sha256_file,
+    write_json,
+    write_text,
+)
+from .runner import die_with_parent
 from .video import H264_SETTINGS, encode_video, ffmpeg_exe
 
 COVERAGE_NAME = "estimate_input_coverage.json"
@@ -141,7 +155,9 @@ def _stage_all(cases: list[Case], fps: dict[str, float], staging: Path, workers:
         bar = stack.enter_context(tqdm(total=len(cases), desc="pack", unit="pair", disable=not progress))
         if workers > 1:
             ctx = multiprocessing.get_context("spawn")
-            pool = stack.enter_context(ProcessPoolExecutor(workers, ctx, initializer=die_with_parent, initargs=(os.getpid(),)))
+            pool = stack.enter_context(
+                ProcessPoolExecutor(workers, ctx, initializer=die_with_parent, initargs=(os.getpid(),))
+            )
         pairs = []
         for pair in pool.map(_stage_pair, *args) if workers > 1 else map(_stage_pair, *args):
             pairs.append(pair)
@@ -149,8 +165,15 @@ def _stage_all(cases: list[Case], fps: dict[str, float], staging: Path, workers:
         return pairs
 
 
-def pack(root: str | Path, out: str | Path, shard_size: int = 1_200_000_000, samples: int = 4,
-         date: str | None = None, workers: int = 1, progress: bool = False) -> DistributionLayout:  # fmt: skip
+def pack(
+    root: str | Path,
+    out: str | Path,
+    shard_size: int = 1_200_000_000,
+    samples: int = 4,
+    date: str | None = None,
+    workers: int = 1,
+    progress: bool = False,
+) -> DistributionLayout:
     """Pack the dataset at ``root`` into the distribution at ``out`` (which must not exist or be empty).
 
     ``date`` (``YYYY-MM-DD``) is the publication date written to ``croissant.json``; ``workers``
@@ -186,7 +209,10 @@ def pack(root: str | Path, out: str | Path, shard_size: int = 1_200_000_000, sam
                 target = dist.samples_dir / name
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(file, target)
-                checksums[target.relative_to(tmp).as_posix()] = {"sha256": sha256_file(target), "bytes": target.stat().st_size}
+                checksums[target.relative_to(tmp).as_posix()] = {
+                    "sha256": sha256_file(target),
+                    "bytes": target.stat().st_size,
+                }
         shutil.rmtree(staging)
         write_json(dist.checksums_json, checksums)
         write_json(dist.index_json, index)
@@ -196,11 +222,18 @@ def pack(root: str | Path, out: str | Path, shard_size: int = 1_200_000_000, sam
         for pair_id, row in index.items():
             writer.writerow([pair_id, row["shard"], row["subset"], row["n_frames"]])
         write_text(dist.pairs_csv, buf.getvalue())
-        write_json(dist.pack_json, {
-            "toolkit_version": __version__, "format": "persistbench-shards-v1",
-            "encoder": {**PACK_H264, "ffmpeg": Path(ffmpeg_exe()).name}, "masks": "PNG, uint8 0/255",
-            "shard_size": shard_size, "pairs": len(pairs), "shards": sorted(k for k in checksums if "/" not in k),
-        })  # fmt: skip
+        write_json(
+            dist.pack_json,
+            {
+                "toolkit_version": __version__,
+                "format": "persistbench-shards-v1",
+                "encoder": {**PACK_H264, "ffmpeg": Path(ffmpeg_exe()).name},
+                "masks": "PNG, uint8 0/255",
+                "shard_size": shard_size,
+                "pairs": len(pairs),
+                "shards": sorted(k for k in checksums if "/" not in k),
+            },
+        )
         write_json(dist.croissant_json, croissant.describe(dist, checksums, index, date))
         if out.exists():
             out.rmdir()

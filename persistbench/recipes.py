@@ -201,7 +201,9 @@ def fingerprint_distance(fingerprint: dict, frames: dict[int, np.ndarray]) -> fl
     for i, b64 in zip(fingerprint["frames"], fingerprint["thumbnails"]):
         if i not in frames:
             continue
-        stored = cv2.cvtColor(cv2.imdecode(np.frombuffer(base64.b64decode(b64), np.uint8), cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
+        stored = cv2.cvtColor(
+            cv2.imdecode(np.frombuffer(base64.b64decode(b64), np.uint8), cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB
+        )
         diff = np.abs(stored.astype(np.int16) - thumbnail(frames[i], size).astype(np.int16))
         worst = max(worst, float(diff.mean()))
     return worst
@@ -327,11 +329,24 @@ def _parse_one(obj: Any, base_dir: Path, c: _Checker, line: int) -> Recipe | Non
         c.fail("subset", f"must be one of {', '.join(SUBSETS)}")
 
     src = c.get(obj, "source", "source", dict)
-    s = {k: c.get(src, k, f"source.{k}", t) for k, t in
-         [("id", str), ("url", str), ("start", (int, float)), ("fps", (int, float)), ("n_frames", int),
-          ("width", int), ("height", int)]}  # fmt: skip
-    for k, most in (("fps", LIMITS["fps"]), ("n_frames", LIMITS["n_frames"]), ("width", LIMITS["source_width"]),
-                    ("height", LIMITS["source_height"])):  # fmt: skip
+    s = {
+        k: c.get(src, k, f"source.{k}", t)
+        for k, t in [
+            ("id", str),
+            ("url", str),
+            ("start", (int, float)),
+            ("fps", (int, float)),
+            ("n_frames", int),
+            ("width", int),
+            ("height", int),
+        ]
+    }
+    for k, most in (
+        ("fps", LIMITS["fps"]),
+        ("n_frames", LIMITS["n_frames"]),
+        ("width", LIMITS["source_width"]),
+        ("height", LIMITS["source_height"]),
+    ):
         if s[k] is not None and not 0 < s[k] <= most:
             c.fail(f"source.{k}", f"must be positive and at most {most:g}")
             s[k] = None
@@ -416,8 +431,9 @@ def _parse_one(obj: Any, base_dir: Path, c: _Checker, line: int) -> Recipe | Non
         sha256=content_sha256(obj),
         case_id=case_id,
         subset=subset,
-        source=Source(s["id"], resolve_url(s["url"], base_dir), float(s["start"]), float(s["fps"]), n,
-                      s["width"], s["height"]),  # fmt: skip
+        source=Source(
+            s["id"], resolve_url(s["url"], base_dir), float(s["start"]), float(s["fps"]), n, s["width"], s["height"]
+        ),
         width=width,
         height=height,
         hfov_deg=float(hfov),

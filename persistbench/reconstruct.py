@@ -85,7 +85,9 @@ def check_memory(recipe: Recipe, pano_width: int, pano_height: int, clip: object
         )
     need, have = memory_needed(recipe, pano_width, pano_height), available_memory()
     if have is not None and need > have:
-        raise PersistbenchError(f"{recipe.case_id}: needs about {need / 2**30:.1f} GiB, {have / 2**30:.1f} GiB available")
+        raise PersistbenchError(
+            f"{recipe.case_id}: needs about {need / 2**30:.1f} GiB, {have / 2**30:.1f} GiB available"
+        )
 
 
 def reconstruct_case(
@@ -177,7 +179,9 @@ def _reconstruct(recipe: Recipe, frames: Iterable[np.ndarray], root: Path, frame
             mask_t = decode_mask_columns(recipe.masks[t])  # (W, H): the transposed mask
             for view in VIEWS:
                 pending.append((t, view, pools[view].submit(render, view, t, pano, mask_t)))
-            vis0[t] = sphere.visibility_of_pixels(*mask_pixels(recipe.masks[t]), mask_t.shape, rots["view_0"][t], k, size)
+            vis0[t] = sphere.visibility_of_pixels(
+                *mask_pixels(recipe.masks[t]), mask_t.shape, rots["view_0"][t], k, size
+            )
             count += 1
             collect(len(VIEWS) * IN_FLIGHT)
         collect(0)
@@ -191,29 +195,55 @@ def _reconstruct(recipe: Recipe, frames: Iterable[np.ndarray], root: Path, frame
     for view in VIEWS:
         writer.write_camera(view, sphere.pose_from_rotation(rots[view]), k)
     w = recipe.window
-    writer.write_visibility({
-        # Rounded so that the bytes do not depend on the summation order of the platform's numpy.
-        "view_0_visibility": np.round(vis0, 9), "view_1_visibility": vis1, "mode": w["mode"],
-        "window_ratio": float(w["window_ratio"]), "window_move_ratio": float(w["window_move_ratio"]),
-    })  # fmt: skip
-    writer.write_theta_phi({
-        f"{view}_{name}": np.asarray(recipe.views[view][key], np.float64)
-        for view in VIEWS for name, key in (("theta", "yaw_deg"), ("phi", "pitch_deg"), ("roll", "roll_deg"))
-    })  # fmt: skip
+    writer.write_visibility(
+        {
+            # Rounded so that the bytes do not depend on the summation order of the platform's numpy.
+            "view_0_visibility": np.round(vis0, 9),
+            "view_1_visibility": vis1,
+            "mode": w["mode"],
+            "window_ratio": float(w["window_ratio"]),
+            "window_move_ratio": float(w["window_move_ratio"]),
+        }
+    )
+    writer.write_theta_phi(
+        {
+            f"{view}_{name}": np.asarray(recipe.views[view][key], np.float64)
+            for view in VIEWS
+            for name, key in (("theta", "yaw_deg"), ("phi", "pitch_deg"), ("roll", "roll_deg"))
+        }
+    )
     rel = f"{recipe.subset}/{recipe.case_id}"
     row = {
-        "success": 1, "uid": recipe.case_id, "obj_id": CaseId.parse(recipe.case_id).obj_id, "output_dir": rel,
-        "visibility_dict_path": f"{rel}/visibility_dict.npy", "fov": recipe.hfov_deg,
-        "use_stationary": int(bool(w.get("use_stationary", False))), "overlap_mode": w["mode"],
-        "window_ratio": float(w["window_ratio"]), "window_move_ratio": float(w["window_move_ratio"]),
-        "object_dir": rel, "subset": recipe.subset, "n_frames": n, "width": size[0], "height": size[1],
-        "source_id": recipe.source.id, "toolkit_version": __version__, "recipe_sha256": recipe.sha256,
-    }  # fmt: skip
+        "success": 1,
+        "uid": recipe.case_id,
+        "obj_id": CaseId.parse(recipe.case_id).obj_id,
+        "output_dir": rel,
+        "visibility_dict_path": f"{rel}/visibility_dict.npy",
+        "fov": recipe.hfov_deg,
+        "use_stationary": int(bool(w.get("use_stationary", False))),
+        "overlap_mode": w["mode"],
+        "window_ratio": float(w["window_ratio"]),
+        "window_move_ratio": float(w["window_move_ratio"]),
+        "object_dir": rel,
+        "subset": recipe.subset,
+        "n_frames": n,
+        "width": size[0],
+        "height": size[1],
+        "source_id": recipe.source.id,
+        "toolkit_version": __version__,
+        "recipe_sha256": recipe.sha256,
+    }
     record = {
-        "uid": recipe.case_id, "subset": recipe.subset, "n_frames": n, "size": list(size), "fov": recipe.hfov_deg,
-        "frame_format": frame_format, "recipe_sha256": recipe.sha256,
+        "uid": recipe.case_id,
+        "subset": recipe.subset,
+        "n_frames": n,
+        "size": list(size),
+        "fov": recipe.hfov_deg,
+        "frame_format": frame_format,
+        "recipe_sha256": recipe.sha256,
         "source": {"id": recipe.source.id, "start": recipe.source.start, "fps": recipe.source.fps},
-        "files": dict(sorted(writer.files.items())), "toolkit_version": __version__,
-    }  # fmt: skip
+        "files": dict(sorted(writer.files.items())),
+        "toolkit_version": __version__,
+    }
     mark_complete(root, row, record)
     return row, record

@@ -40,8 +40,14 @@ def frames_since_left(frame_indices: list[int], visible: list[bool], invisible: 
 
 # The range each metric's values can take: curve bands never leave it. Presence is a rate (0 or 1 per
 # frame): its band is Wilson's score interval, which stays in [0, 1] and is not zero-width at 0 or 1.
-RANGES = {"psnr": (0.0, 100.0), "ssim": (-1.0, 1.0), "lpips": (0.0, math.inf), "iou": (0.0, 1.0),
-          "presence": (0.0, 1.0), "continuity": (0.0, 1.0)}  # fmt: skip
+RANGES = {
+    "psnr": (0.0, 100.0),
+    "ssim": (-1.0, 1.0),
+    "lpips": (0.0, math.inf),
+    "iou": (0.0, 1.0),
+    "presence": (0.0, 1.0),
+    "continuity": (0.0, 1.0),
+}
 RATES = {"presence"}
 Z95 = 1.959963984540054
 
@@ -121,8 +127,13 @@ def bar_charts(runs: list[dict], subset: str, metrics: list[str]) -> bytes:
     for ax, m in zip(axes[0], metrics):
         for k, split in enumerate(SPLITS):
             vals = [r["summary"]["subsets"].get(subset, {}).get(split, {}).get(m, {}).get("mean") for r in runs]
-            ax.bar(x + (k - 0.5) * 0.38, [np.nan if v is None else v for v in vals], 0.38, label=split,
-                   color=("#4c72b0", "#dd8452")[k])  # fmt: skip
+            ax.bar(
+                x + (k - 0.5) * 0.38,
+                [np.nan if v is None else v for v in vals],
+                0.38,
+                label=split,
+                color=("#4c72b0", "#dd8452")[k],
+            )
         ax.set_title(m)
         ax.set_xticks(x, [r["name"] for r in runs], rotation=30, ha="right", fontsize=8)
     axes[0][0].legend(fontsize=8)
@@ -159,10 +170,14 @@ def contact_sheet(case, run: RunLayout, result: dict, height: int = 96) -> bytes
 
     positions = [i for i, inv in enumerate(result["invisible"]) if inv] or list(range(len(result["frame_indices"])))
     picks = [positions[round(k)] for k in np.linspace(0, len(positions) - 1, min(SHEET_COLUMNS, len(positions)))]
-    pred_frames = list_images(run.frames_dir(case.subset, case.case_id)) or list_images(run.public_prediction_dir(case.case_id))
+    pred_frames = list_images(run.frames_dir(case.subset, case.case_id)) or list_images(
+        run.public_prediction_dir(case.case_id)
+    )
     pred_masks = list_images(run.masks_dir(case.subset, case.case_id))
     wanted = {result["frame_indices"][i] for i in picks}
-    views = {name: {t: f for t, f in enumerate(case.view(name).frames()) if t in wanted} for name in ("view_0", "center")}
+    views = {
+        name: {t: f for t, f in enumerate(case.view(name).frames()) if t in wanted} for name in ("view_0", "center")
+    }
     rows: list[list[np.ndarray]] = [[], [], [], []]
     for i in picks:
         t = result["frame_indices"][i]
@@ -190,9 +205,17 @@ def _load_run(path: Path, protocol: str) -> dict:
         summary = read_json(run.summary_json(protocol))
         results = read_json(run.results_json(protocol))
     except PersistbenchError:
-        raise PersistbenchError(f"{path}: not scored with protocol {protocol}; run persistbench score --pred {path}") from None
-    return {"name": path.name, "path": path, "layout": run, "summary": summary, "results": results,
-            "info": read_json(run.run_json)}  # fmt: skip
+        raise PersistbenchError(
+            f"{path}: not scored with protocol {protocol}; run persistbench score --pred {path}"
+        ) from None
+    return {
+        "name": path.name,
+        "path": path,
+        "layout": run,
+        "summary": summary,
+        "results": results,
+        "info": read_json(run.run_json),
+    }
 
 
 def _fmt(v) -> str:
@@ -208,25 +231,50 @@ def _table(runs: list[dict], subset: str, metrics: list[str], table_id: str) -> 
         block = r["summary"]["subsets"].get(subset, {})
         cells = [r["name"], str(r["summary"].get("model"))]
         for m in metrics:
-            cells += [_fmt(block.get("visible", {}).get(m, {}).get("mean")),
-                      _fmt(block.get("invisible", {}).get(m, {}).get("mean")), _fmt(block.get("gap", {}).get(m))]  # fmt: skip
+            cells += [
+                _fmt(block.get("visible", {}).get(m, {}).get("mean")),
+                _fmt(block.get("invisible", {}).get(m, {}).get("mean")),
+                _fmt(block.get("gap", {}).get(m)),
+            ]
         out.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
     out.append("</tbody></table>")
     return "".join(out)
 
 
 def _provenance(runs: list[dict]) -> str:
-    head = ["run", "toolkit", "protocol", "protocol sha256", "dataset fingerprint", "mask source", "oracle", "partial", "LPIPS"]
+    head = [
+        "run",
+        "toolkit",
+        "protocol",
+        "protocol sha256",
+        "dataset fingerprint",
+        "mask source",
+        "oracle",
+        "partial",
+        "LPIPS",
+    ]
     rows = []
     for r in runs:
         s = r["summary"]
-        cells = [r["name"], s.get("toolkit_version"), s.get("protocol"), (s.get("protocol_sha256") or "")[:12],
-                 (s.get("dataset_fingerprint") or "")[:12], ", ".join(s.get("mask_source", [])),
-                 "yes (checks the scorer)" if s.get("oracle") else "no", "yes" if s.get("partial") else "no",
-                 "unavailable: " + s["lpips_unavailable"] if s.get("lpips_unavailable") else "computed"]  # fmt: skip
+        cells = [
+            r["name"],
+            s.get("toolkit_version"),
+            s.get("protocol"),
+            (s.get("protocol_sha256") or "")[:12],
+            (s.get("dataset_fingerprint") or "")[:12],
+            ", ".join(s.get("mask_source", [])),
+            "yes (checks the scorer)" if s.get("oracle") else "no",
+            "yes" if s.get("partial") else "no",
+            "unavailable: " + s["lpips_unavailable"] if s.get("lpips_unavailable") else "computed",
+        ]
         rows.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
-    return ('<table id="provenance"><thead><tr>' + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead><tbody>"
-            + "".join(rows) + "</tbody></table>")  # fmt: skip
+    return (
+        '<table id="provenance"><thead><tr>'
+        + "".join(f"<th>{h}</th>" for h in head)
+        + "</tr></thead><tbody>"
+        + "".join(rows)
+        + "</tbody></table>"
+    )
 
 
 _SORT_JS = """
@@ -256,30 +304,41 @@ td:first-child,td:nth-child(2){text-align:left}img{max-width:100%}.note{color:#5
 def comparability_warnings(runs: list[dict]) -> list[str]:
     """Why the runs' numbers cannot be compared side by side (different protocol hash, dataset or partial runs)."""
     out = []
-    for key, what in (("protocol_sha256", "protocol definitions (sha256)"), ("dataset_fingerprint", "datasets (fingerprint)")):
+    for key, what in (
+        ("protocol_sha256", "protocol definitions (sha256)"),
+        ("dataset_fingerprint", "datasets (fingerprint)"),
+    ):
         values = {r["summary"].get(key) for r in runs}
         if len(values) > 1:
-            out.append(f"The runs were scored with different {what}: "
-                       + ", ".join(f"{r['name']}: {(r['summary'].get(key) or '?')[:12]}" for r in runs))  # fmt: skip
+            out.append(
+                f"The runs were scored with different {what}: "
+                + ", ".join(f"{r['name']}: {(r['summary'].get(key) or '?')[:12]}" for r in runs)
+            )
     partial = [r["name"] for r in runs if r["summary"].get("partial")]
     if partial:
         out.append(f"Partial runs (cases without predictions were not scored): {', '.join(partial)}")
     return out
 
 
-def build_report(run_dirs: list[str | Path], out: str | Path, protocol: str = "classic-v1", progress: bool = False) -> Path:
+def build_report(
+    run_dirs: list[str | Path], out: str | Path, protocol: str = "classic-v1", progress: bool = False
+) -> Path:
     """Write the report of the scored runs to ``out`` (one HTML file); returns its path."""
     from tqdm import tqdm
 
     if not run_dirs:
         raise PersistbenchError("report: give at least one run directory")
     runs = [_load_run(Path(p), protocol) for p in tqdm(run_dirs, desc="report: runs", unit="run", disable=not progress)]
-    metrics = sorted({m for r in runs for m in r["summary"]["subsets"]["all"]["visible"]},
-                     key=lambda m: list(HIGHER_IS_BETTER).index(m) if m in HIGHER_IS_BETTER else 99)  # fmt: skip
+    metrics = sorted(
+        {m for r in runs for m in r["summary"]["subsets"]["all"]["visible"]},
+        key=lambda m: list(HIGHER_IS_BETTER).index(m) if m in HIGHER_IS_BETTER else 99,
+    )
     subsets = [s for s in runs[0]["summary"]["subsets"] if s != "all"]
-    parts = [f"<h1>persistbench report</h1><p class='note'>Protocol {html.escape(protocol)}. Visible: the object is in "
-             "the input view; invisible: it is off-screen, the frames that test memory. gap = visible - invisible. "
-             "Click a column to sort.</p>"]  # fmt: skip
+    parts = [
+        f"<h1>persistbench report</h1><p class='note'>Protocol {html.escape(protocol)}. Visible: the object is in "
+        "the input view; invisible: it is off-screen, the frames that test memory. gap = visible - invisible. "
+        "Click a column to sort.</p>"
+    ]
     parts += [f"<p class='warning'>{html.escape(w)}</p>" for w in comparability_warnings(runs)]
     parts += ["<h2>Leaderboard (all cases)</h2>", _table(runs, "all", metrics, "leaderboard")]
     for s in subsets:
@@ -287,12 +346,16 @@ def build_report(run_dirs: list[str | Path], out: str | Path, protocol: str = "c
     parts += ["<h2>Provenance</h2>", _provenance(runs), "<h2>Visible vs invisible</h2>"]
     for s in subsets:
         parts.append(f'<img alt="bars {html.escape(s)}" src="{_data_uri(bar_charts(runs, s, metrics))}">')
-    parts += ["<h2>Memory curves</h2><p class='note'>Each metric on the off-screen frames against the frames since the "
-              "object left the input view: mean over cases and 95% interval.</p>",
-              f'<img alt="memory curves" src="{_data_uri(curves(runs, metrics))}">']  # fmt: skip
+    parts += [
+        "<h2>Memory curves</h2><p class='note'>Each metric on the off-screen frames against the frames since the "
+        "object left the input view: mean over cases and 95% interval.</p>",
+        f'<img alt="memory curves" src="{_data_uri(curves(runs, metrics))}">',
+    ]
     parts.append(_sheets(runs, subsets))
-    page = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>persistbench report</title>"
-            f"<style>{_CSS}</style></head><body>{''.join(parts)}<script>{_SORT_JS}</script></body></html>\n")  # fmt: skip
+    page = (
+        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>persistbench report</title>"
+        f"<style>{_CSS}</style></head><body>{''.join(parts)}<script>{_SORT_JS}</script></body></html>\n"
+    )
     write_text(out, page)
     return Path(out)
 
@@ -304,12 +367,16 @@ def _sheets(runs: list[dict], subsets: list[str]) -> str:
     if not root or not Path(root).is_dir():
         return "<h2>Contact sheets</h2><p class='note'>The run's dataset is not here; no contact sheets.</p>"
     ds = Dataset(root)
-    parts = [f"<h2>Contact sheets ({html.escape(run['name'])})</h2><p class='note'>Rows: input view, ground-truth "
-             "target, prediction, prediction with the ground-truth mask (green) and the model's mask (red). Columns: "
-             "frames across the off-screen window.</p>"]  # fmt: skip
+    parts = [
+        f"<h2>Contact sheets ({html.escape(run['name'])})</h2><p class='note'>Rows: input view, ground-truth "
+        "target, prediction, prediction with the ground-truth mask (green) and the model's mask (red). Columns: "
+        "frames across the off-screen window.</p>"
+    ]
     for s in subsets:
         cases = [c for c in run["results"]["cases"] if c["subset"] == s]
-        metric = "psnr" if all("psnr" in c["means"]["invisible"] for c in cases) else next(iter(cases[0]["metrics"]), None)
+        metric = (
+            "psnr" if all("psnr" in c["means"]["invisible"] for c in cases) else next(iter(cases[0]["metrics"]), None)
+        )
         scored = [c for c in cases if metric and c["means"]["invisible"].get(metric) is not None]
         if not scored:
             continue
@@ -317,6 +384,8 @@ def _sheets(runs: list[dict], subsets: list[str]) -> str:
         ranked = sorted(scored, key=lambda c: c["means"]["invisible"][metric], reverse=good)
         for label, c in (("best", ranked[0]), ("worst", ranked[-1])):
             png = contact_sheet(ds.case(s, c["uid"]), run["layout"], c)
-            parts.append(f"<h3>{html.escape(s)}, {label}: {html.escape(c['uid'])} (invisible {metric} "
-                         f"{_fmt(c['means']['invisible'][metric])})</h3><img alt='{label} {html.escape(s)}' src='{_data_uri(png)}'>")  # fmt: skip
+            parts.append(
+                f"<h3>{html.escape(s)}, {label}: {html.escape(c['uid'])} (invisible {metric} "
+                f"{_fmt(c['means']['invisible'][metric])})</h3><img alt='{label} {html.escape(s)}' src='{_data_uri(png)}'>"
+            )
     return "".join(parts)

@@ -189,6 +189,9 @@ def summary(outcomes: Sequence[Outcome]) -> str:
     """``done N, skipped M, failed K`` and one ``  key: reason`` line per failure (key not repeated)."""
     counts = {s: sum(o.status == s for o in outcomes) for s in ("done", "skipped", "failed")}
     lines = [", ".join(f"{s} {n}" for s, n in counts.items())]
-    lines += [f"  {o.reason if o.reason.startswith(o.key + ':') else f'{o.key}: {o.reason}'}"
-              for o in outcomes if o.status == "failed"]  # fmt: skip
+    lines += [
+        f"  {o.reason if o.reason.startswith(o.key + ':') else f'{o.key}: {o.reason}'}"
+        for o in outcomes
+        if o.status == "failed"
+    ]
     return "\n".join(lines)

@@ -117,7 +117,16 @@ def load_npy(path: str | os.PathLike) -> Any:
             data = f.read()
         _scan(data)
         array = _Unpickler(io.BytesIO(data)).load()
-    except (OSError, ValueError, EOFError, pickle.UnpicklingError, AttributeError, TypeError, IndexError, KeyError) as e:
+    except (
+        OSError,
+        ValueError,
+        EOFError,
+        pickle.UnpicklingError,
+        AttributeError,
+        TypeError,
+        IndexError,
+        KeyError,
+    ) as e:
         raise PersistbenchError(f"{path}: unsafe or malformed .npy file: {e}") from None
     if not isinstance(array, np.ndarray) or array.shape != shape:
         raise PersistbenchError(f"{path}: malformed .npy file: pickle does not hold the declared array")

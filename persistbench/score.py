@@ -17,18 +17,40 @@ import hashlib
 import io
 import json
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
 from . import __version__, metrics, runner
 from .errors import PersistbenchError
-from .infer import case_record, crop_box, crop_resize, dataset_fingerprint, sample_indices, sampled_frames, sampled_masks, target_size
+from .infer import (
+    case_record,
+    crop_box,
+    crop_resize,
+    dataset_fingerprint,
+    sample_indices,
+    sampled_frames,
+    sampled_masks,
+    target_size,
+)
+from .layout import (
+    STATE_DIR,
+    VIEWS,
+    Case,
+    Dataset,
+    RunLayout,
+    image_size,
+    list_images,
+    read_image,
+    read_json,
+    sha256_file,
+    write_json,
+    write_text,
+)
 from .names import check_name, name_problem
-from .layout import STATE_DIR, VIEWS, Case, Dataset, RunLayout, image_size, list_images, read_image, read_json, sha256_file, write_json, write_text
 from .segment import TemplateTracker
 from .verify import require_usable
 
@@ -216,8 +238,14 @@ def read_prediction(run: RunLayout, run_info: dict, case: Case) -> Prediction | 
         raise PersistbenchError(f"{where}: frame_indices must be 1 to {case.n_frames} frame numbers")
     if not (_ints(size, 2) and _ints(crop, 4)):
         raise PersistbenchError(f"{where}: size must be [w, h] and crop [x0, y0, w, h], positive integers")
-    return Prediction(idx, list_images(run.frames_dir(case.subset, case.case_id)),
-                      list_images(run.masks_dir(case.subset, case.case_id)), tuple(size), tuple(crop), where)  # fmt: skip
+    return Prediction(
+        idx,
+        list_images(run.frames_dir(case.subset, case.case_id)),
+        list_images(run.masks_dir(case.subset, case.case_id)),
+        tuple(size),
+        tuple(crop),
+        where,
+    )
 
 
 def _ints(value: object, n: int) -> bool:
@@ -240,8 +268,12 @@ def _public_prediction(run: RunLayout, public: PublicRun, case: Case, full: tupl
         if info.get("uid") != uid or n != len(frames):
             raise PersistbenchError(f"{record}: uid and num_frames must be {uid!r} and {len(frames)}")
         if sizes is not None and any(list(s) != list(size) for s in sizes):
-            raise PersistbenchError(f"{record}: sizes_wh differ from the {size[0]}x{size[1]} this run's eval_reso gives")
-    return Prediction(idx.tolist(), frames, [], size, crop_box(full, public.eval_reso), record if record.is_file() else None)
+            raise PersistbenchError(
+                f"{record}: sizes_wh differ from the {size[0]}x{size[1]} this run's eval_reso gives"
+            )
+    return Prediction(
+        idx.tolist(), frames, [], size, crop_box(full, public.eval_reso), record if record.is_file() else None
+    )
 
 
 def predicted_keys(run: RunLayout, run_info: dict) -> set[str]:
@@ -329,13 +361,22 @@ def score_case(case: Case, pred: Prediction, protocol: Protocol, wanted: tuple[s
             means[split][name] = mean
             counts[split][f"{name}_nan"] = nan
     return {
-        "uid": case.case_id, "subset": case.subset, "frame_indices": idx,
-        "visible": sel["visible"].tolist(), "invisible": sel["invisible"].tolist(),
-        "metrics": per_frame, "means": means, "counts": counts,
-        "mask_source": source, "lost": lost, "lpips_unavailable": lpips_note,
-        "protocol": protocol.name, "protocol_sha256": protocol.sha256,
-        "requested": [m for m in METRICS if m in wanted], "prediction_sha256": pred.digest,
-    }  # fmt: skip
+        "uid": case.case_id,
+        "subset": case.subset,
+        "frame_indices": idx,
+        "visible": sel["visible"].tolist(),
+        "invisible": sel["invisible"].tolist(),
+        "metrics": per_frame,
+        "means": means,
+        "counts": counts,
+        "mask_source": source,
+        "lost": lost,
+        "lpips_unavailable": lpips_note,
+        "protocol": protocol.name,
+        "protocol_sha256": protocol.sha256,
+        "requested": [m for m in METRICS if m in wanted],
+        "prediction_sha256": pred.digest,
+    }
 
 
 @dataclass(frozen=True)
@@ -358,7 +399,9 @@ def _merge(new: dict, old: dict | None) -> dict:
     """Keep the metrics an earlier scoring of the same prediction under the same protocol computed and this one
     did not, so that ``--metrics psnr`` adds to the results instead of replacing them. The merged record
     has the same bytes as scoring all its metrics at once."""
-    same = old is not None and all(old.get(k) == new[k] for k in ("protocol_sha256", "prediction_sha256", "mask_source"))
+    same = old is not None and all(
+        old.get(k) == new[k] for k in ("protocol_sha256", "prediction_sha256", "mask_source")
+    )
     if not same:
         return new
     kept = [m for m in old.get("metrics", {}) if m not in new["requested"] and m in METRICS]
@@ -395,7 +438,9 @@ def _up_to_date(run: RunLayout, protocol: Protocol, opts: ScoreOptions, run_info
     pred = read_prediction(run, run_info, case)
     if pred is None or old.get("protocol_sha256") != protocol.sha256 or old.get("prediction_sha256") != pred.digest:
         return False
-    have = set(old.get("metrics", {})) | ({"lpips"} if old.get("lpips_unavailable") == lpips_note and lpips_note else set())
+    have = set(old.get("metrics", {})) | (
+        {"lpips"} if old.get("lpips_unavailable") == lpips_note and lpips_note else set()
+    )
     return set(opts.metrics) <= have and ("lpips" not in opts.metrics or old.get("lpips_unavailable") == lpips_note)
 
 
@@ -438,8 +483,15 @@ def coverage(run: RunLayout, run_info: dict, ds: Dataset, cases: list[Case], eve
     return Coverage(present, missing, absent, sorted(predicted_keys(run, run_info) - known))
 
 
-def score(opts: ScoreOptions, workers: int = 1, shard: runner.Shard | None = None, resume: bool = False,
-          allow_partial: bool = False, aggregate_only: bool = False, progress: bool = True) -> dict | None:  # fmt: skip
+def score(
+    opts: ScoreOptions,
+    workers: int = 1,
+    shard: runner.Shard | None = None,
+    resume: bool = False,
+    allow_partial: bool = False,
+    aggregate_only: bool = False,
+    progress: bool = True,
+) -> dict | None:
     """Score every case of the dataset that the run predicted; write per-case files and aggregates; return the summary.
 
     With ``shard``, only that shard's cases are scored and no aggregates are written (None is
@@ -456,8 +508,10 @@ def score(opts: ScoreOptions, workers: int = 1, shard: runner.Shard | None = Non
     fingerprint = dataset_fingerprint(ds)
     recorded = run_info.get("dataset", {}).get("fingerprint") if isinstance(run_info.get("dataset"), dict) else None
     if recorded and recorded != fingerprint:
-        raise PersistbenchError(f"{run.run_json}: predicted on a dataset with fingerprint {recorded[:12]}, "
-                                f"but {ds.root} has {fingerprint[:12]}; pass the dataset the run was made on")  # fmt: skip
+        raise PersistbenchError(
+            f"{run.run_json}: predicted on a dataset with fingerprint {recorded[:12]}, "
+            f"but {ds.root} has {fingerprint[:12]}; pass the dataset the run was made on"
+        )
     everything = ds.cases()
     if not everything:
         raise PersistbenchError(f"{ds.root}: no cases to score against")
@@ -467,13 +521,26 @@ def score(opts: ScoreOptions, workers: int = 1, shard: runner.Shard | None = Non
     if not aggregate_only:
         note = _lpips_for(opts) if resume else None
         note = note if isinstance(note, str) else None
-        done = {c.case_id for c in cov.present if _up_to_date(run, protocol, opts, run_info, c, note)} if resume else set()
-        job = runner.Job(functools.partial(_score_one, opts=opts, run_info=run_info), run.scores_dir(protocol.dirname) / STATE_DIR)
-        outcomes = runner.run([(c.subset, c.case_id) for c in cov.present], key_of=lambda k: k[1], job=job,
-                              is_done=lambda k: k[1] in done, workers=workers, desc="score", progress=progress)  # fmt: skip
+        done = (
+            {c.case_id for c in cov.present if _up_to_date(run, protocol, opts, run_info, c, note)} if resume else set()
+        )
+        job = runner.Job(
+            functools.partial(_score_one, opts=opts, run_info=run_info), run.scores_dir(protocol.dirname) / STATE_DIR
+        )
+        outcomes = runner.run(
+            [(c.subset, c.case_id) for c in cov.present],
+            key_of=lambda k: k[1],
+            job=job,
+            is_done=lambda k: k[1] in done,
+            workers=workers,
+            desc="score",
+            progress=progress,
+        )
         failed = [o for o in outcomes if o.status == "failed"]
         if failed:
-            raise PersistbenchError(f"{run.root}: {len(failed)} case(s) could not be scored:\n{runner.summary(outcomes)}")
+            raise PersistbenchError(
+                f"{run.root}: {len(failed)} case(s) could not be scored:\n{runner.summary(outcomes)}"
+            )
     if shard is not None:
         return None
     results = [read_json(run.case_scores(protocol.dirname, c.subset, c.case_id)) for c in cov.present]
@@ -492,9 +559,12 @@ def aggregate(results: list[dict]) -> dict:
             for m in names:
                 vals = [r["means"][split].get(m) for r in rs if r["means"][split].get(m) is not None]
                 block[split][m] = {"mean": float(np.mean(vals)) if vals else None, "cases": len(vals)}
-        block["gap"] = {m: (block["visible"][m]["mean"] - block["invisible"][m]["mean"])
-                        if block["visible"][m]["mean"] is not None and block["invisible"][m]["mean"] is not None else None
-                        for m in names}  # fmt: skip
+        block["gap"] = {
+            m: (block["visible"][m]["mean"] - block["invisible"][m]["mean"])
+            if block["visible"][m]["mean"] is not None and block["invisible"][m]["mean"] is not None
+            else None
+            for m in names
+        }
         block["cases"] = len(rs)
         out[subset] = block
     return out
@@ -504,22 +574,34 @@ def write_aggregates(run: RunLayout, protocol: Protocol, run_info: dict, results
     """``results.json``, ``summary.json``, ``leaderboard.csv`` and ``summary.md`` from the per-case results."""
     unavailable = sorted({r["lpips_unavailable"] for r in results if r.get("lpips_unavailable")})
     header = {
-        "run": run.root.name, "model": run_info.get("model", "public toolkit output"),
+        "run": run.root.name,
+        "model": run_info.get("model", "public toolkit output"),
         "oracle": bool(run_info.get("oracle")),
-        "protocol": protocol.name, "protocol_sha256": protocol.sha256,
+        "protocol": protocol.name,
+        "protocol_sha256": protocol.sha256,
         "dataset_fingerprint": run_info["fingerprint"],
-        "mask_source": sorted({r["mask_source"] for r in results}), "partial": cov.partial,
-        "missing_cases": cov.missing, "cases_missing_from_dataset": cov.absent, "unexpected_predictions": cov.unexpected,
+        "mask_source": sorted({r["mask_source"] for r in results}),
+        "partial": cov.partial,
+        "missing_cases": cov.missing,
+        "cases_missing_from_dataset": cov.absent,
+        "unexpected_predictions": cov.unexpected,
         "scores_dir": protocol.dirname,
-        "lpips_unavailable": unavailable[0] if unavailable else None, "toolkit_version": __version__,
-    }  # fmt: skip
+        "lpips_unavailable": unavailable[0] if unavailable else None,
+        "toolkit_version": __version__,
+    }
     summary = {**header, "subsets": aggregate(results)}
     write_json(run.results_json(protocol.dirname), {**header, "cases": results})
     write_json(run.summary_json(protocol.dirname), summary)
     names = sorted({m for r in results for m in r["metrics"]})
     columns = [f"{s}/{split}/{m}" for s in summary["subsets"] for split in (*SPLITS, "gap") for m in names]
-    row = {"run": header["run"], "model": header["model"], "oracle": header["oracle"], "partial": header["partial"],
-           "protocol": protocol.name, "protocol_sha256": protocol.sha256[:12]}  # fmt: skip
+    row = {
+        "run": header["run"],
+        "model": header["model"],
+        "oracle": header["oracle"],
+        "partial": header["partial"],
+        "protocol": protocol.name,
+        "protocol_sha256": protocol.sha256[:12],
+    }
     for col in columns:
         s, split, m = col.split("/")
         v = summary["subsets"][s][split][m] if split == "gap" else summary["subsets"][s][split][m]["mean"]
@@ -540,7 +622,9 @@ def write_aggregates(run: RunLayout, protocol: Protocol, run_info: dict, results
     fmt = lambda v: "n/a" if v is None else f"{v:.4f}"  # noqa: E731
     for s, block in summary["subsets"].items():
         for m in names:
-            lines.append(f"| {s} | {m} | {fmt(block['visible'][m]['mean'])} | {fmt(block['invisible'][m]['mean'])} | "
-                         f"{fmt(block['gap'][m])} | {block['cases']} |")  # fmt: skip
+            lines.append(
+                f"| {s} | {m} | {fmt(block['visible'][m]['mean'])} | {fmt(block['invisible'][m]['mean'])} | "
+                f"{fmt(block['gap'][m])} | {block['cases']} |"
+            )
     write_text(run.summary_md(protocol.dirname), "\n".join(lines) + "\n")
     return summary

@@ -19,7 +19,7 @@ _RANGE_RE = re.compile(r"^bytes=(\d*)-(\d*)$")
 class _RangeHandler(SimpleHTTPRequestHandler):
     """Static files with single-range ``Range: bytes=a-b`` support; no directory listings."""
 
-    def log_message(self, format, *args):  # noqa: A002 - quiet by default
+    def log_message(self, format, *args):
         pass
 
     def list_directory(self, path):

@@ -20,6 +20,7 @@ Output of :func:`generate` (it does not write the dataset layout):
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -135,8 +136,9 @@ def analytic_visibility(
     psi = (np.arange(2 * n) + 0.5) / (2 * n) * 2 * np.pi
     e1 = _tangent(center, 0.0)
     e2 = np.cross(center, e1)
-    d = (np.cos(rho)[:, None, None] * center
-         + np.sin(rho)[:, None, None] * (np.cos(psi)[None, :, None] * e1 + np.sin(psi)[None, :, None] * e2))  # fmt: skip
+    d = np.cos(rho)[:, None, None] * center + np.sin(rho)[:, None, None] * (
+        np.cos(psi)[None, :, None] * e1 + np.sin(psi)[None, :, None] * e2
+    )
     r = np.asarray(r)
     cam = np.stack([_dot(d, r[:, i]) for i in range(3)], -1)  # R^T d
     w, h = size
@@ -229,8 +231,18 @@ def make_scene(cfg: SynthConfig, index: int) -> tuple[Scene, np.random.Generator
     centers = object_path(c0, heading, speed, times)
     # Pan away against the object's horizontal motion so it cannot drift into the away view.
     direction = -1.0 if np.cos(heading) > 0 else 1.0
-    scene = Scene(subset, source_id, f"Synth_{source_id}_0_obj_1", centers, np.deg2rad(cfg.radius_deg), rng.uniform(0, 1))
+    scene = Scene(
+        subset, source_id, f"Synth_{source_id}_0_obj_1", centers, np.deg2rad(cfg.radius_deg), rng.uniform(0, 1)
+    )
     return scene, rng, direction
+
+
+def _frames(background: np.ndarray, dirs: np.ndarray, scene, n: int, masks: list[dict]) -> Iterator[np.ndarray]:
+    """The scene's ``n`` panoramas in order; each frame's object mask is appended to ``masks`` as COCO RLE."""
+    for t in range(n):
+        frame, mask = render_frame(background, dirs, scene, t)
+        masks.append(encode_mask(mask))
+        yield frame
 
 
 def generate(out: str | os.PathLike, cfg: SynthConfig, base_url: str | None = None, progress: bool = False) -> Path:
@@ -240,25 +252,18 @@ def generate(out: str | os.PathLike, cfg: SynthConfig, base_url: str | None = No
     ``base_url`` is given, else the relative path ``sources/<source_id>.mp4``
     (resolved against the recipes file when read). Same config, same bytes.
     """
+    from tqdm import tqdm
+
     out = Path(out)
     dirs = _pano_directions(cfg.pano_size)
     k = sphere.intrinsics_from_fov(np.deg2rad(cfg.hfov_deg), *cfg.view_size)
     lines = []
-    from tqdm import tqdm
-
     for i in tqdm(range(cfg.scenes), desc="synth", unit="scene", disable=not progress):
         scene, rng, direction = make_scene(cfg, i)
         background = render_background(cfg.pano_size, rng)
-        masks = []
-
-        def frames():
-            for t in range(cfg.n_frames):
-                frame, mask = render_frame(background, dirs, scene, t)
-                masks.append(encode_mask(mask))
-                yield frame
-
+        masks: list[dict] = []
         clip = out / "sources" / f"{scene.source_id}.mp4"
-        encoding = encode_video(clip, frames(), cfg.fps)
+        encoding = encode_video(clip, _frames(background, dirs, scene, cfg.n_frames, masks), cfg.fps)
         fp_idx = sorted({0, cfg.n_frames // 2, cfg.n_frames - 1})
         decoded = {t: f.copy() for t, f in enumerate(read_frames(clip)) if t in fp_idx}
         views = camera_schedules(scene.centers, cfg, direction)
@@ -270,23 +275,40 @@ def generate(out: str | os.PathLike, cfg: SynthConfig, base_url: str | None = No
             "version": VERSION,
             "case_id": scene.case_id,
             "subset": scene.subset,
-            "source": {"id": scene.source_id, "url": url, "start": 0.0, "fps": cfg.fps, "n_frames": cfg.n_frames,
-                       "width": cfg.pano_size[0], "height": cfg.pano_size[1]},  # fmt: skip
+            "source": {
+                "id": scene.source_id,
+                "url": url,
+                "start": 0.0,
+                "fps": cfg.fps,
+                "n_frames": cfg.n_frames,
+                "width": cfg.pano_size[0],
+                "height": cfg.pano_size[1],
+            },
             "output": {"width": cfg.view_size[0], "height": cfg.view_size[1], "hfov_deg": cfg.hfov_deg},
             "views": views,
             "object": {"id": "1", "masks": masks},
-            "window": {"mode": "return", "window_ratio": hold / cfg.n_frames,
-                       "window_move_ratio": max(1, round(cfg.window_move_ratio * cfg.n_frames)) / cfg.n_frames,
-                       "use_stationary": scene.subset == "static"},  # fmt: skip
+            "window": {
+                "mode": "return",
+                "window_ratio": hold / cfg.n_frames,
+                "window_move_ratio": max(1, round(cfg.window_move_ratio * cfg.n_frames)) / cfg.n_frames,
+                "use_stationary": scene.subset == "static",
+            },
             "fingerprint": make_fingerprint(decoded),
         }
         lines.append(recipe_line(recipe))
         lon, lat = sphere.lonlat_from_direction(scene.centers)
-        write_json(out / "truth" / f"{scene.case_id}.json", {
-            "case_id": scene.case_id, "subset": scene.subset, "radius_deg": cfg.radius_deg,
-            "object_lon_deg": np.rad2deg(lon).round(9).tolist(), "object_lat_deg": np.rad2deg(lat).round(9).tolist(),
-            "view_0_visibility": [round(v, 9) for v in visibility], "encoding": encoding,
-        })  # fmt: skip
+        write_json(
+            out / "truth" / f"{scene.case_id}.json",
+            {
+                "case_id": scene.case_id,
+                "subset": scene.subset,
+                "radius_deg": cfg.radius_deg,
+                "object_lon_deg": np.rad2deg(lon).round(9).tolist(),
+                "object_lat_deg": np.rad2deg(lat).round(9).tolist(),
+                "view_0_visibility": [round(v, 9) for v in visibility],
+                "encoding": encoding,
+            },
+        )
     write_text(out / "synth.json", dump_json({"config": asdict(cfg), "base_url": base_url}))
     recipes = out / "recipes.jsonl"
     write_text(recipes, "".join(line + "\n" for line in lines))

@@ -42,8 +42,9 @@ def probe(path: str | os.PathLike) -> dict:
     """
     if not Path(path).is_file():
         raise PersistbenchError(f"{path}: no such video file")
-    res = subprocess.run([ffmpeg_exe(), "-nostdin", "-hide_banner", "-i", str(path)], capture_output=True, text=True,
-                         errors="replace")  # fmt: skip
+    res = subprocess.run(
+        [ffmpeg_exe(), "-nostdin", "-hide_banner", "-i", str(path)], capture_output=True, text=True, errors="replace"
+    )
     stream = _STREAM_RE.search(res.stderr)
     if stream is None:
         lines = [x.strip() for x in res.stderr.splitlines() if x.strip() and "output file" not in x]
@@ -54,7 +55,9 @@ def probe(path: str | os.PathLike) -> dict:
         "width": int(stream.group(1)),
         "height": int(stream.group(2)),
         "fps": float(fps.group(1)) * (1000 if fps.group(2) else 1) if fps else 0.0,
-        "duration": int(duration.group(1)) * 3600 + int(duration.group(2)) * 60 + float(duration.group(3)) if duration else 0.0,
+        "duration": int(duration.group(1)) * 3600 + int(duration.group(2)) * 60 + float(duration.group(3))
+        if duration
+        else 0.0,
     }
 
 
@@ -91,8 +94,21 @@ def decode_with_pts(
     cmd = [ffmpeg_exe(), "-nostdin", "-hide_banner", "-loglevel", "info", "-threads", str(threads), "-copyts"]
     if seek:
         cmd += ["-ss", f"{seek:.6f}"]
-    cmd += ["-i", str(path), "-map", "0:v:0", "-vf", "showinfo", "-f", "rawvideo", "-pix_fmt", "rgb24",
-            "-fps_mode", "passthrough", "-"]  # fmt: skip
+    cmd += [
+        "-i",
+        str(path),
+        "-map",
+        "0:v:0",
+        "-vf",
+        "showinfo",
+        "-f",
+        "rawvideo",
+        "-pix_fmt",
+        "rgb24",
+        "-fps_mode",
+        "passthrough",
+        "-",
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     times: queue.Queue = queue.Queue()
     log: list[bytes] = []
@@ -166,7 +182,9 @@ def frames_at(
         yield near[1]
 
 
-def encode_video(path: str | os.PathLike, frames: Iterable[np.ndarray], fps: float, settings: dict = H264_SETTINGS) -> dict:
+def encode_video(
+    path: str | os.PathLike, frames: Iterable[np.ndarray], fps: float, settings: dict = H264_SETTINGS
+) -> dict:
     """Encode RGB uint8 frames to an H.264 MP4, atomically and byte-reproducibly.
 
     Args:
@@ -186,11 +204,44 @@ def encode_video(path: str | os.PathLike, frames: Iterable[np.ndarray], fps: flo
     h, w = first.shape[:2]
     s = settings
     with atomic_path(path) as tmp:
-        cmd = [ffmpeg_exe(), "-nostdin", "-y", "-v", "error", "-f", "rawvideo", "-pix_fmt", "rgb24",
-               "-s", f"{w}x{h}", "-framerate", repr(float(fps)), "-i", "-",
-               "-c:v", s["codec"], "-preset", s["preset"], "-crf", str(s["crf"]), "-pix_fmt", s["pix_fmt"],
-               "-threads", str(s["threads"]), "-map_metadata", "-1", "-fflags", "+bitexact",
-               "-flags:v", "+bitexact", "-movflags", "+faststart", "-f", "mp4", str(tmp)]  # fmt: skip
+        cmd = [
+            ffmpeg_exe(),
+            "-nostdin",
+            "-y",
+            "-v",
+            "error",
+            "-f",
+            "rawvideo",
+            "-pix_fmt",
+            "rgb24",
+            "-s",
+            f"{w}x{h}",
+            "-framerate",
+            repr(float(fps)),
+            "-i",
+            "-",
+            "-c:v",
+            s["codec"],
+            "-preset",
+            s["preset"],
+            "-crf",
+            str(s["crf"]),
+            "-pix_fmt",
+            s["pix_fmt"],
+            "-threads",
+            str(s["threads"]),
+            "-map_metadata",
+            "-1",
+            "-fflags",
+            "+bitexact",
+            "-flags:v",
+            "+bitexact",
+            "-movflags",
+            "+faststart",
+            "-f",
+            "mp4",
+            str(tmp),
+        ]
         proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
             for frame in itertools.chain([first], it):
@@ -206,4 +257,3 @@ def encode_video(path: str | os.PathLike, frames: Iterable[np.ndarray], fps: flo
         if proc.wait() != 0:
             raise PersistbenchError(f"{path}: ffmpeg failed: {err.splitlines()[-1] if err else 'no message'}")
     return {**s, "fps": float(fps)}
-

@@ -31,8 +31,9 @@ ROWS: list[tuple[str, str, bool, bool, bool]] = []  # group, input, refused, one
 
 
 def cli(*args: object, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "persistbench", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, timeout=600)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "persistbench", *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=600
+    )
 
 
 def snapshot(root: Path) -> set[str]:
@@ -50,7 +51,9 @@ def check(group: str, name: str, work: Path, args: list, needle: str, allowed: C
     temps = {p for p in snapshot(work) if p.endswith(".tmp") or ".tmp-" in p}
     ROWS.append((group, name, refused, clean, not (new or temps)))
     if not (refused and clean and not new and not temps):
-        print(f"  !! {group}: {name}: rc={r.returncode} needle={needle!r} new={sorted(new)[:3]} temps={sorted(temps)[:3]}")
+        print(
+            f"  !! {group}: {name}: rc={r.returncode} needle={needle!r} new={sorted(new)[:3]} temps={sorted(temps)[:3]}"
+        )
         print("     " + text.strip().replace("\n", "\n     ")[-600:])
 
 
@@ -62,34 +65,47 @@ def recipe_cases(work: Path) -> None:
         obj = copy.deepcopy(base)
         edit(obj)
         (work / "r.jsonl").write_text(raw if raw is not None else json.dumps(obj) + "\n")
-        check("recipes", name, work, ["download", "--no-progress", "--recipes", "r.jsonl", "--output", "out",
-                                      "--cache", "c"], needle, lambda p: p == "r.jsonl")  # fmt: skip
+        check(
+            "recipes",
+            name,
+            work,
+            ["download", "--no-progress", "--recipes", "r.jsonl", "--output", "out", "--cache", "c"],
+            needle,
+            lambda p: p == "r.jsonl",
+        )
 
-    ids = [("case_id ../!x", "case_id", "Synth_a_0_obj_../!x"), ("case_id ../../victim", "case_id", "../../victim"),
-           ("case_id with newline", "case_id", "Synth_a\nb_0_obj_1"), ("case_id with NUL", "case_id", "Synth_a\0_0_obj_1"),
-           ("case_id absolute", "case_id", "/etc/passwd"), ("case_id 300 chars", "case_id", "Synth_" + "a" * 300 + "_0_obj_1")]  # fmt: skip
-    for name, key, value in ids:
+    ids = [
+        ("case_id ../!x", "case_id", "Synth_a_0_obj_../!x"),
+        ("case_id ../../victim", "case_id", "../../victim"),
+        ("case_id with newline", "case_id", "Synth_a\nb_0_obj_1"),
+        ("case_id with NUL", "case_id", "Synth_a\0_0_obj_1"),
+        ("case_id absolute", "case_id", "/etc/passwd"),
+        ("case_id 300 chars", "case_id", "Synth_" + "a" * 300 + "_0_obj_1"),
+    ]
+    for name, _field, value in ids:
         case(name, lambda o, v=value: o.update(case_id=v), "case_id:")
     for name, value in (("object.id ../x", "../x"), ("object.id /etc", "/etc"), ("object.id empty", "")):
         case(name, lambda o, v=value: o["object"].update(id=v), "object.id:")
     for name, value in (("source.id ..", ".."), ("source.id a/b", "a/b"), ("source.id hidden", ".x")):
         case(name, lambda o, v=value: o["source"].update(id=v), "source.id:")
-    sizes = [("output.width 20000", lambda o: o["output"].update(width=20000), "output.width"),
-             ("output.height 1e9", lambda o: o["output"].update(height=1e9), "output.height"),
-             ("output.width odd", lambda o: o["output"].update(width=255), "output.width"),
-             ("source.n_frames 1e12", lambda o: o["source"].update(n_frames=10**12), "source.n_frames"),
-             ("source.width 1e6", lambda o: o["source"].update(width=10**6), "source.width"),
-             ("source.fps 0", lambda o: o["source"].update(fps=0), "source.fps"),
-             ("source.fps NaN", lambda o: o["source"].update(fps=float("nan")), "source.fps"),
-             ("source.start -1", lambda o: o["source"].update(start=-1), "source.start"),
-             ("mask size 1e6 x 1e6", lambda o: o["object"]["masks"][0].update(size=[10**6, 10**6]), "object.masks[0]"),
-             ("mask RLE garbage", lambda o: o["object"]["masks"][3].update(counts="\x7f\x7f"), "object.masks[3]"),
-             ("fingerprint size 1e5", lambda o: o["fingerprint"].update(size=[10**5, 10**5]), "fingerprint.size"),
-             ("pitch 120", lambda o: o["views"]["center"]["pitch_deg"].__setitem__(0, 120), "pitch_deg"),
-             ("hfov 0", lambda o: o["output"].update(hfov_deg=0), "output.hfov_deg"),
-             ("version 2", lambda o: o.update(version=2), "unknown version"),
-             ("missing views", lambda o: o.pop("views"), "views: missing field"),
-             ("yaw list too short", lambda o: o["views"]["view_0"].update(yaw_deg=[0.0]), "views.view_0.yaw_deg")]  # fmt: skip
+    sizes = [
+        ("output.width 20000", lambda o: o["output"].update(width=20000), "output.width"),
+        ("output.height 1e9", lambda o: o["output"].update(height=1e9), "output.height"),
+        ("output.width odd", lambda o: o["output"].update(width=255), "output.width"),
+        ("source.n_frames 1e12", lambda o: o["source"].update(n_frames=10**12), "source.n_frames"),
+        ("source.width 1e6", lambda o: o["source"].update(width=10**6), "source.width"),
+        ("source.fps 0", lambda o: o["source"].update(fps=0), "source.fps"),
+        ("source.fps NaN", lambda o: o["source"].update(fps=float("nan")), "source.fps"),
+        ("source.start -1", lambda o: o["source"].update(start=-1), "source.start"),
+        ("mask size 1e6 x 1e6", lambda o: o["object"]["masks"][0].update(size=[10**6, 10**6]), "object.masks[0]"),
+        ("mask RLE garbage", lambda o: o["object"]["masks"][3].update(counts="\x7f\x7f"), "object.masks[3]"),
+        ("fingerprint size 1e5", lambda o: o["fingerprint"].update(size=[10**5, 10**5]), "fingerprint.size"),
+        ("pitch 120", lambda o: o["views"]["center"]["pitch_deg"].__setitem__(0, 120), "pitch_deg"),
+        ("hfov 0", lambda o: o["output"].update(hfov_deg=0), "output.hfov_deg"),
+        ("version 2", lambda o: o.update(version=2), "unknown version"),
+        ("missing views", lambda o: o.pop("views"), "views: missing field"),
+        ("yaw list too short", lambda o: o["views"]["view_0"].update(yaw_deg=[0.0]), "views.view_0.yaw_deg"),
+    ]
     for name, edit, needle in sizes:
         case(name, edit, needle)
     case("not JSON", lambda o: None, "r.jsonl:1: not valid JSON", raw="{nope\n")
@@ -134,19 +150,54 @@ def dataset_cases(work: Path, ds: Path, run: Path) -> None:
     damages = [
         ("view_0 frame deleted", lambda c: c.view("view_0").frame_paths[5].unlink(), "frames, the case has", "infer"),
         ("view_0 frame deleted", lambda c: c.view("view_0").frame_paths[5].unlink(), "frames, the case has", "score"),
-        ("center frame wrong size", lambda c: layout.write_image(c.view("center").frame_paths[2], np.zeros((8, 8, 3), np.uint8)), "8x8, expected", "score"),
-        ("center frame grayscale", lambda c: layout.write_image(c.view("center").frame_paths[2], np.zeros((96, 128), np.uint8)), "8-bit RGB", "score"),
-        ("center frame not an image", lambda c: c.view("center").frame_paths[2].write_bytes(b"junk"), "not a readable image", "score"),
-        ("center mask non-binary", lambda c: layout.write_image(c.view("center").mask_paths[2], np.full((96, 128), 3, np.uint8)), "not binary", "score"),
+        (
+            "center frame wrong size",
+            lambda c: layout.write_image(c.view("center").frame_paths[2], np.zeros((8, 8, 3), np.uint8)),
+            "8x8, expected",
+            "score",
+        ),
+        (
+            "center frame grayscale",
+            lambda c: layout.write_image(c.view("center").frame_paths[2], np.zeros((96, 128), np.uint8)),
+            "8-bit RGB",
+            "score",
+        ),
+        (
+            "center frame not an image",
+            lambda c: c.view("center").frame_paths[2].write_bytes(b"junk"),
+            "not a readable image",
+            "score",
+        ),
+        (
+            "center mask non-binary",
+            lambda c: layout.write_image(c.view("center").mask_paths[2], np.full((96, 128), 3, np.uint8)),
+            "not binary",
+            "score",
+        ),
         ("center camera NaN", nan_camera, "non-finite", "infer"),
         ("center camera NaN", nan_camera, "non-finite", "score"),
         ("camera header 1e12 frames", huge_header, "more than the file holds", "infer"),
-        ("visibility pickle os.system", pickle_file(b"\x80\x02cos\nsystem\nX\x02\x00\x00\x00id\x85R."), "refusing to unpickle os.system", "score"),
-        ("visibility pickle bytearray(2 GB)", pickle_file(b"\x80\x02cbuiltins\nbytearray\nJ\x00\x00\x00\x7f\x85R."), "refusing to unpickle builtins.bytearray", "score"),
+        (
+            "visibility pickle os.system",
+            pickle_file(b"\x80\x02cos\nsystem\nX\x02\x00\x00\x00id\x85R."),
+            "refusing to unpickle os.system",
+            "score",
+        ),
+        (
+            "visibility pickle bytearray(2 GB)",
+            pickle_file(b"\x80\x02cbuiltins\nbytearray\nJ\x00\x00\x00\x7f\x85R."),
+            "refusing to unpickle builtins.bytearray",
+            "score",
+        ),
         ("visibility pickle memo 2^32", pickle_file(b"\x80\x02]r\xff\xff\xff\xff."), "memo index", "score"),
         ("visibility file missing", lambda c: c.visibility_path.unlink(), "visibility_dict.npy: missing", "score"),
-        ("center masks folder missing", lambda c: [p.unlink() for p in c.view("center").mask_paths], "masks, the case has", "score"),
-    ]  # fmt: skip
+        (
+            "center masks folder missing",
+            lambda c: [p.unlink() for p in c.view("center").mask_paths],
+            "masks, the case has",
+            "score",
+        ),
+    ]
     for name, damage, needle, command in damages:
         damaged(name, damage, needle, command)
 
@@ -160,8 +211,14 @@ def run_cases(work: Path, ds: Path, run: Path) -> None:
         shutil.copytree(run, copy_)
         shutil.rmtree(copy_ / "scores", ignore_errors=True)
         edit(copy_)
-        check("prediction runs", name, work, ["score", "--no-progress", "--pred", "run", "--dataset", ds, "--metrics",
-                                              "psnr,iou"], needle, lambda p: p.startswith("run"))  # fmt: skip
+        check(
+            "prediction runs",
+            name,
+            work,
+            ["score", "--no-progress", "--pred", "run", "--dataset", ds, "--metrics", "psnr,iou"],
+            needle,
+            lambda p: p.startswith("run"),
+        )
 
     def case_json(edit: Callable[[dict], object]) -> Callable[[Path], None]:
         def apply(root: Path) -> None:
@@ -185,18 +242,50 @@ def run_cases(work: Path, ds: Path, run: Path) -> None:
 
     cases = [
         ("case.json frame_indices not a list", case_json(lambda i: i.update(frame_indices="all")), "frame_indices"),
-        ("case.json frame index out of range", case_json(lambda i: i["frame_indices"].__setitem__(0, 10**6)), "frame indices do not fit"),
+        (
+            "case.json frame index out of range",
+            case_json(lambda i: i["frame_indices"].__setitem__(0, 10**6)),
+            "frame indices do not fit",
+        ),
         ("case.json size negative", case_json(lambda i: i.update(size=[-1, 5])), "size must be"),
-        ("prediction frame wrong size", lambda r: layout.write_image(next(r.glob("*/*/frames/frame_0001.png")), np.zeros((5, 5, 3), np.uint8)), "5x5, expected"),
+        (
+            "prediction frame wrong size",
+            lambda r: layout.write_image(next(r.glob("*/*/frames/frame_0001.png")), np.zeros((5, 5, 3), np.uint8)),
+            "5x5, expected",
+        ),
         ("prediction frame 60000x60000 header", huge_png, "decompression-bomb limit"),
-        ("prediction frame grayscale", lambda r: layout.write_image(next(r.glob("*/*/frames/frame_0001.png")), np.zeros((96, 128), np.uint8)), "8-bit RGB"),
-        ("prediction frame missing", lambda r: next(r.glob("*/*/frames/frame_0001.png")).unlink(), "predicted frames, expected"),
+        (
+            "prediction frame grayscale",
+            lambda r: layout.write_image(next(r.glob("*/*/frames/frame_0001.png")), np.zeros((96, 128), np.uint8)),
+            "8-bit RGB",
+        ),
+        (
+            "prediction frame missing",
+            lambda r: next(r.glob("*/*/frames/frame_0001.png")).unlink(),
+            "predicted frames, expected",
+        ),
         ("run.json not an object", lambda r: (r / "run.json").write_text("[1]"), "must hold a JSON object"),
         ("run.json not JSON", lambda r: (r / "run.json").write_text("{"), "cannot read JSON"),
-        ("public case_ids ../../x", lambda r: (r / "run.json").write_text(json.dumps({"preprocessing": {"eval_length": 4, "eval_reso": -1}, "case_ids": ["../../x"]})), "is not a safe name"),
-        ("public eval_length 0", lambda r: (r / "run.json").write_text(json.dumps({"preprocessing": {"eval_length": 0, "eval_reso": -1}})), "eval_length must be"),
-        ("public eval_reso [0, 5]", lambda r: (r / "run.json").write_text(json.dumps({"preprocessing": {"eval_length": 4, "eval_reso": [0, 5]}})), "eval_reso must be"),
-    ]  # fmt: skip
+        (
+            "public case_ids ../../x",
+            lambda r: (r / "run.json").write_text(
+                json.dumps({"preprocessing": {"eval_length": 4, "eval_reso": -1}, "case_ids": ["../../x"]})
+            ),
+            "is not a safe name",
+        ),
+        (
+            "public eval_length 0",
+            lambda r: (r / "run.json").write_text(json.dumps({"preprocessing": {"eval_length": 0, "eval_reso": -1}})),
+            "eval_length must be",
+        ),
+        (
+            "public eval_reso [0, 5]",
+            lambda r: (r / "run.json").write_text(
+                json.dumps({"preprocessing": {"eval_length": 4, "eval_reso": [0, 5]}})
+            ),
+            "eval_reso must be",
+        ),
+    ]
     for name, edit, needle in cases:
         bad_run(name, edit, needle)
 
@@ -215,8 +304,14 @@ def protocol_cases(work: Path, ds: Path, run: Path) -> None:
         proto = copy.deepcopy(shipped)
         edit(proto)
         (work / "p.json").write_text(json.dumps(proto))
-        check("protocols", name, work, ["score", "--no-progress", "--pred", run, "--dataset", ds, "--protocol", "p.json"],
-              needle, lambda p: p == "p.json")  # fmt: skip
+        check(
+            "protocols",
+            name,
+            work,
+            ["score", "--no-progress", "--pred", run, "--dataset", ds, "--protocol", "p.json"],
+            needle,
+            lambda p: p == "p.json",
+        )
 
 
 def environment_cases(work: Path, ds: Path) -> None:
@@ -233,54 +328,123 @@ def environment_cases(work: Path, ds: Path) -> None:
     }
     for where, bad in (("read-only", "/sys/persistbench-x"), ("under a file", "file/x"), ("an existing file", "file")):
         for command, args in commands.items():
-            check("outputs", f"{command}: {where} output", work, [a.format(bad=bad) if isinstance(a, str) else a
-                                                                    for a in args], "Error:", lambda p: p == "file")  # fmt: skip
+            check(
+                "outputs",
+                f"{command}: {where} output",
+                work,
+                [a.format(bad=bad) if isinstance(a, str) else a for a in args],
+                "Error:",
+                lambda p: p == "file",
+            )
     env = {**os.environ, "HF_ENDPOINT": "http://127.0.0.1:9"}
     before = snapshot(work)
-    r = subprocess.run([sys.executable, "-m", "persistbench", "fetch", "--output", "d", "--repo", "a/b"], cwd=work,
-                       capture_output=True, text=True, env=env)  # fmt: skip
-    ROWS.append(("outputs", "fetch: Hub unreachable", r.returncode != 0,
-                 "Traceback" not in r.stderr and "127.0.0.1:9" in r.stderr, not (snapshot(work) - before - {"d"})))  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-m", "persistbench", "fetch", "--output", "d", "--repo", "a/b"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    ROWS.append(
+        (
+            "outputs",
+            "fetch: Hub unreachable",
+            r.returncode != 0,
+            "Traceback" not in r.stderr and "127.0.0.1:9" in r.stderr,
+            not (snapshot(work) - before - {"d"}),
+        )
+    )
 
 
 def model_cases(work: Path, ds: Path) -> None:
-    header = "import numpy as np, sys, time\nfrom persistbench.models import BaseModel, ModelOutput\nclass M(BaseModel):\n"
-    hold = "    def predict(self, s):\n        return ModelOutput(np.repeat(s.input_frames[:1], len(s.input_frames), 0))\n"
+    header = (
+        "import numpy as np, sys, time\nfrom persistbench.models import BaseModel, ModelOutput\nclass M(BaseModel):\n"
+    )
+    hold = (
+        "    def predict(self, s):\n        return ModelOutput(np.repeat(s.input_frames[:1], len(s.input_frames), 0))\n"
+    )
     for name, body, needle in [
         ("predict calls sys.exit(3)", "    def predict(self, s):\n        sys.exit(3)\n", "sys.exit(3)"),
         ("predict raises", "    def predict(self, s):\n        raise RuntimeError('boom')\n", "RuntimeError: boom"),
         ("num_frames = 0", "    num_frames = 0\n" + hold, "num_frames must be"),
         ("resolution = (-5, 10)", "    resolution = (-5, 10)\n" + hold, "resolution must be"),
-        ("wrong frame count", "    def predict(self, s):\n        return ModelOutput(s.input_frames[:2])\n", "frames have shape"),
+        (
+            "wrong frame count",
+            "    def predict(self, s):\n        return ModelOutput(s.input_frames[:2])\n",
+            "frames have shape",
+        ),
         ("NaN frames", "    def predict(self, s):\n        return ModelOutput(s.input_frames * np.nan)\n", "NaN"),
-        ("frames out of [0, 1]", "    def predict(self, s):\n        return ModelOutput(s.input_frames + 2)\n", "must lie in [0, 1]"),
-        ("masks of the wrong dtype", "    def predict(self, s):\n        return ModelOutput(s.input_frames, masks=s.input_frames[..., 0])\n", "masks have dtype"),
-    ]:  # fmt: skip
+        (
+            "frames out of [0, 1]",
+            "    def predict(self, s):\n        return ModelOutput(s.input_frames + 2)\n",
+            "must lie in [0, 1]",
+        ),
+        (
+            "masks of the wrong dtype",
+            "    def predict(self, s):\n        return ModelOutput(s.input_frames, masks=s.input_frames[..., 0])\n",
+            "masks have dtype",
+        ),
+    ]:
         (work / "m.py").write_text(header + body)
-        check("models", name, work, ["infer", "--no-progress", "--model", "m.py:M", "--dataset", ds, "--output", "r"],
-              needle, lambda p: p == "m.py" or p.startswith("r"))  # fmt: skip
+        check(
+            "models",
+            name,
+            work,
+            ["infer", "--no-progress", "--model", "m.py:M", "--dataset", ds, "--output", "r"],
+            needle,
+            lambda p: p == "m.py" or p.startswith("r"),
+        )
         import shutil
 
         shutil.rmtree(work / "r", ignore_errors=True)
     (work / "cfg.json").write_text('{"timeout": 1}')
     adapter = "cmd:sh -c 'sleep 100 & sleep 100; : $0 $1' {input} {output}"
-    check("models", "cmd: adapter times out", work, ["infer", "--no-progress", "--model", adapter, "--model-config",
-          "cfg.json", "--dataset", ds, "--output", "r"], "timed out", lambda p: p in ("cfg.json", "m.py") or p.startswith("r"))  # fmt: skip
+    check(
+        "models",
+        "cmd: adapter times out",
+        work,
+        ["infer", "--no-progress", "--model", adapter, "--model-config", "cfg.json", "--dataset", ds, "--output", "r"],
+        "timed out",
+        lambda p: p in ("cfg.json", "m.py") or p.startswith("r"),
+    )
 
 
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        generate(tmp / "scenes", SynthConfig(scenes=2, seed=3, pano_size=(512, 256), view_size=(128, 96), n_frames=24, fps=8.0))
+        generate(
+            tmp / "scenes",
+            SynthConfig(scenes=2, seed=3, pano_size=(512, 256), view_size=(128, 96), n_frames=24, fps=8.0),
+        )
         base = [sys.executable, "-m", "persistbench"]
-        subprocess.run([*base, "download", "--no-progress", "--recipes", tmp / "scenes" / "recipes.jsonl", "--output",
-                        tmp / "ds", "--cache", tmp / "cache"], check=True, capture_output=True)  # fmt: skip
-        subprocess.run([*base, "infer", "--no-progress", "--model", "hold", "--dataset", tmp / "ds", "--output",
-                        tmp / "run"], check=True, capture_output=True)  # fmt: skip
-        for name, step in (("recipes", lambda w: recipe_cases(w)), ("datasets", lambda w: dataset_cases(w, tmp / "ds", tmp / "run")),
-                           ("runs", lambda w: run_cases(w, tmp / "ds", tmp / "run")),
-                           ("protocols", lambda w: protocol_cases(w, tmp / "ds", tmp / "run")),
-                           ("outputs", lambda w: environment_cases(w, tmp / "ds")), ("models", lambda w: model_cases(w, tmp / "ds"))):  # fmt: skip
+        subprocess.run(
+            [
+                *base,
+                "download",
+                "--no-progress",
+                "--recipes",
+                tmp / "scenes" / "recipes.jsonl",
+                "--output",
+                tmp / "ds",
+                "--cache",
+                tmp / "cache",
+            ],
+            check=True,
+            capture_output=True,
+        )
+        subprocess.run(
+            [*base, "infer", "--no-progress", "--model", "hold", "--dataset", tmp / "ds", "--output", tmp / "run"],
+            check=True,
+            capture_output=True,
+        )
+        for name, step in (
+            ("recipes", lambda w: recipe_cases(w)),
+            ("datasets", lambda w: dataset_cases(w, tmp / "ds", tmp / "run")),
+            ("runs", lambda w: run_cases(w, tmp / "ds", tmp / "run")),
+            ("protocols", lambda w: protocol_cases(w, tmp / "ds", tmp / "run")),
+            ("outputs", lambda w: environment_cases(w, tmp / "ds")),
+            ("models", lambda w: model_cases(w, tmp / "ds")),
+        ):
             work = tmp / f"work-{name}"
             work.mkdir()
             step(work)
@@ -289,8 +453,12 @@ def main() -> None:
         groups[row[0]].append(row)
     print(f"{'group':18s} {'tried':>5s} {'refused':>8s} {'one clean line':>15s} {'nothing left behind':>20s}")
     for group, rows in groups.items():
-        print(f"{group:18s} {len(rows):5d} {sum(r[2] for r in rows):8d} {sum(r[3] for r in rows):15d} {sum(r[4] for r in rows):20d}")
-    print(f"{'all':18s} {len(ROWS):5d} {sum(r[2] for r in ROWS):8d} {sum(r[3] for r in ROWS):15d} {sum(r[4] for r in ROWS):20d}")
+        print(
+            f"{group:18s} {len(rows):5d} {sum(r[2] for r in rows):8d} {sum(r[3] for r in rows):15d} {sum(r[4] for r in rows):20d}"
+        )
+    print(
+        f"{'all':18s} {len(ROWS):5d} {sum(r[2] for r in ROWS):8d} {sum(r[3] for r in ROWS):15d} {sum(r[4] for r in ROWS):20d}"
+    )
 
 
 if __name__ == "__main__":

@@ -41,18 +41,34 @@ def frames(n: int):
 
 def ours(pred, ref, mask, pmask):
     scale = np.sqrt(mask.sum())
-    return (metrics.masked_psnr(pred, ref, mask), metrics.masked_ssim(pred, ref, mask),
-            metrics.iou(pmask, mask), metrics.continuity(pmask, mask, scale))  # fmt: skip
+    return (
+        metrics.masked_psnr(pred, ref, mask),
+        metrics.masked_ssim(pred, ref, mask),
+        metrics.iou(pmask, mask),
+        metrics.continuity(pmask, mask, scale),
+    )
 
 
 def skimage_path(pred, ref, mask, pmask):
     from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
-    _, s = structural_similarity(pred, ref, gaussian_weights=True, sigma=1.5, use_sample_covariance=False,
-                                 data_range=1.0, channel_axis=-1, full=True)  # fmt: skip
+    _, s = structural_similarity(
+        pred,
+        ref,
+        gaussian_weights=True,
+        sigma=1.5,
+        use_sample_covariance=False,
+        data_range=1.0,
+        channel_axis=-1,
+        full=True,
+    )
     scale = np.sqrt(mask.sum())
-    return (peak_signal_noise_ratio(ref[mask], pred[mask], data_range=1.0), float(s[mask].mean()),
-            metrics.iou(pmask, mask), metrics.continuity(pmask, mask, scale))  # fmt: skip
+    return (
+        peak_signal_noise_ratio(ref[mask], pred[mask], data_range=1.0),
+        float(s[mask].mean()),
+        metrics.iou(pmask, mask),
+        metrics.continuity(pmask, mask, scale),
+    )
 
 
 def bench_lpips(data, batch: int = 8) -> None:
@@ -82,7 +98,9 @@ def bench_lpips(data, batch: int = 8) -> None:
             times[name].append((time.perf_counter() - t) / batch)
     med = {k: statistics.median(v) for k, v in times.items()}
     for name, sec in med.items():
-        print(f"LPIPS {name:16s} {sec * 1e3:9.2f} ms/frame {med['lpips per frame'] / sec:6.2f}x vs per frame (CPU, 1 thread)")
+        print(
+            f"LPIPS {name:16s} {sec * 1e3:9.2f} ms/frame {med['lpips per frame'] / sec:6.2f}x vs per frame (CPU, 1 thread)"
+        )
 
 
 def bench_tracker(n: int = 20) -> float:
@@ -125,7 +143,9 @@ def bench_tracker(n: int = 20) -> float:
         agree += m is not None and (np.nonzero(m)[1].min(), np.nonzero(m)[0].min()) == loc == (x, y)
     med = {k: statistics.median(v) for k, v in times.items()}
     for name, sec in med.items():
-        print(f"tracker {name:24s} {sec * 1e3:8.2f} ms/frame {med['full-resolution search'] / sec:6.2f}x vs full search")
+        print(
+            f"tracker {name:24s} {sec * 1e3:8.2f} ms/frame {med['full-resolution search'] / sec:6.2f}x vs full search"
+        )
     print(f"tracker: both found the exact position on {agree}/{n} frames")
     return med["ours (coarse to fine)"]
 
@@ -154,8 +174,10 @@ def main() -> None:
     for name, sec in med.items():
         print(f"{name:22s} {sec * 1e3:9.2f} {med['ours'] / sec:7.2f}x")
     print(f"largest difference between the two paths: {worst:.2e}")
-    print(f"projected classic metrics for 2,000 cases x 60 frames: ours {med['ours'] * 120_000 / 60:.1f} min, "
-          f"scikit-image path {med['scikit-image path'] * 120_000 / 60:.1f} min (1 core)")  # fmt: skip
+    print(
+        f"projected classic metrics for 2,000 cases x 60 frames: ours {med['ours'] * 120_000 / 60:.1f} min, "
+        f"scikit-image path {med['scikit-image path'] * 120_000 / 60:.1f} min (1 core)"
+    )
     tracker = bench_tracker()
     print(f"projected tracker for 2,000 cases x 60 frames: {tracker * 120_000 / 60:.1f} min (1 core)")
     bench_lpips(data)

@@ -46,8 +46,8 @@ def stage_costs(recipe, clip: Path, fmt: str, tmp: Path) -> dict[str, float]:
 
     from persistbench import sphere
     from persistbench.layout import CaseWriter
-    from persistbench.reconstruct import clip_frames, view_rotations
     from persistbench.recipes import decode_mask_columns, mask_pixels
+    from persistbench.reconstruct import clip_frames, view_rotations
 
     cv2.setNumThreads(1)
     n = recipe.n_frames
@@ -63,7 +63,9 @@ def stage_costs(recipe, clip: Path, fmt: str, tmp: Path) -> dict[str, float]:
         mask_t = decode_mask_columns(recipe.masks[t])
         for view, r in rots.items():
             maps = sphere.equirect_to_perspective_maps(r[t], k, VIEW, PANO)
-            out.append((view, t, sphere.remap_bilinear(pano, maps), sphere.remap_nearest(mask_t, maps, transposed=True)))
+            out.append(
+                (view, t, sphere.remap_bilinear(pano, maps), sphere.remap_nearest(mask_t, maps, transposed=True))
+            )
         sphere.visibility_of_pixels(*mask_pixels(recipe.masks[t]), PANO, rots["view_0"][t], k, VIEW)
     reproject = (cpu_self() - s0) / n
 
@@ -110,22 +112,28 @@ def main() -> None:
     try:
         if not (synth_dir / "recipes.jsonl").exists():
             t = time.perf_counter()
-            generate(synth_dir, SynthConfig(scenes=1, seed=0, pano_size=PANO, view_size=VIEW, n_frames=args.frames, fps=10.0))
+            generate(
+                synth_dir, SynthConfig(scenes=1, seed=0, pano_size=PANO, view_size=VIEW, n_frames=args.frames, fps=10.0)
+            )
             print(f"(synth clip made in {time.perf_counter() - t:.0f} s)")
         recipe = load_recipes(synth_dir / "recipes.jsonl")[0]
         clip = synth_dir / "sources" / f"{recipe.source.id}.mp4"
         print(f"{PANO[0]}x{PANO[1]} clip -> two {VIEW[0]}x{VIEW[1]} views, {recipe.n_frames} frames, 2 cores")
-        print(f"{'format':6s} {'decode':>8s} {'reproj':>8s} {'encode':>8s} {'sum':>8s}  {'reproj%':>7s} "
-              f"{'bound':>7s} {'e2e':>7s} {'e2e/bound':>9s} {'RSS MB':>7s} {'ffmpeg MB':>9s}")  # fmt: skip
+        print(
+            f"{'format':6s} {'decode':>8s} {'reproj':>8s} {'encode':>8s} {'sum':>8s}  {'reproj%':>7s} "
+            f"{'bound':>7s} {'e2e':>7s} {'e2e/bound':>9s} {'RSS MB':>7s} {'ffmpeg MB':>9s}"
+        )
         for fmt in ("png", "jpg"):
             costs = stage_costs(recipe, clip, fmt, tmp)
             total = sum(costs.values())
             bound = 2.0 / total
             e2e = end_to_end(synth_dir / "recipes.jsonl", clip.parent, tmp / f"e2e-{fmt}", fmt)
             fps = e2e["frames"] / e2e["wall"]
-            print(f"{fmt:6s} {costs['decode'] * 1e3:7.1f}ms {costs['reproject'] * 1e3:7.1f}ms "
-                  f"{costs['encode+write'] * 1e3:7.1f}ms {total * 1e3:7.1f}ms  {costs['reproject'] / total:6.1%} "
-                  f"{bound:6.2f}/s {fps:6.2f}/s {fps / bound:8.1%} {e2e['rss_self_mb']:7.0f} {e2e['rss_ffmpeg_mb']:9.0f}")  # fmt: skip
+            print(
+                f"{fmt:6s} {costs['decode'] * 1e3:7.1f}ms {costs['reproject'] * 1e3:7.1f}ms "
+                f"{costs['encode+write'] * 1e3:7.1f}ms {total * 1e3:7.1f}ms  {costs['reproject'] / total:6.1%} "
+                f"{bound:6.2f}/s {fps:6.2f}/s {fps / bound:8.1%} {e2e['rss_self_mb']:7.0f} {e2e['rss_ffmpeg_mb']:9.0f}"
+            )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

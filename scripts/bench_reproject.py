@@ -61,20 +61,49 @@ def bench_ffmpeg(pano: np.ndarray, poses: np.ndarray) -> float:
         raw.write_bytes(pano.tobytes())
         cmds = Path(tmp) / "cmds.txt"
         # v360's yaw/pitch/roll are degrees; its pitch is + up, roll sign per its docs.
-        cmds.write_text("".join(
-            f"{i / 25:.4f} v360 yaw {np.rad2deg(y):.4f}, v360 pitch {np.rad2deg(p):.4f}, v360 roll {np.rad2deg(r):.4f};\n"
-            for i, (y, p, r) in enumerate(poses)))  # fmt: skip
+        cmds.write_text(
+            "".join(
+                f"{i / 25:.4f} v360 yaw {np.rad2deg(y):.4f}, v360 pitch {np.rad2deg(p):.4f}, v360 roll {np.rad2deg(r):.4f};\n"
+                for i, (y, p, r) in enumerate(poses)
+            )
+        )
 
         def run(vf: str) -> float:
-            cmd = [ffmpeg_exe(), "-v", "error", "-nostdin", "-threads", "1", "-filter_threads", "1",
-                   "-f", "rawvideo", "-pix_fmt", "rgb24", "-s", f"{PANO[0]}x{PANO[1]}", "-framerate", "25",
-                   "-stream_loop", str(n - 1), "-i", str(raw), "-vf", vf, "-f", "null", "-"]  # fmt: skip
+            cmd = [
+                ffmpeg_exe(),
+                "-v",
+                "error",
+                "-nostdin",
+                "-threads",
+                "1",
+                "-filter_threads",
+                "1",
+                "-f",
+                "rawvideo",
+                "-pix_fmt",
+                "rgb24",
+                "-s",
+                f"{PANO[0]}x{PANO[1]}",
+                "-framerate",
+                "25",
+                "-stream_loop",
+                str(n - 1),
+                "-i",
+                str(raw),
+                "-vf",
+                vf,
+                "-f",
+                "null",
+                "-",
+            ]
             t = time.perf_counter()
             subprocess.run(cmd, check=True)
             return time.perf_counter() - t
 
-        v360 = (f"sendcmd=f='{cmds}',v360=input=e:output=flat:interp=linear:h_fov={HFOV}:v_fov={vfov:.6f}"
-                f":w={VIEW[0]}:h={VIEW[1]}")  # fmt: skip
+        v360 = (
+            f"sendcmd=f='{cmds}',v360=input=e:output=flat:interp=linear:h_fov={HFOV}:v_fov={vfov:.6f}"
+            f":w={VIEW[0]}:h={VIEW[1]}"
+        )
         filt = statistics.median(run(v360) for _ in range(3))
         base = statistics.median(run("null") for _ in range(3))
     return max(filt - base, 1e-9) / n
@@ -127,14 +156,15 @@ def main() -> None:
         "ours (maps + remap)": lambda i: sphere.remap_bilinear(pano, mapper.maps(sphere.rotation_from_ypr(*poses[i]))),
         "  ours: maps only": lambda i: mapper.maps(sphere.rotation_from_ypr(*poses[i])),
         "ours, pan (pitch/roll fixed)": lambda i: sphere.remap_bilinear(
-            pano, pan_mapper.maps(sphere.rotation_from_ypr(*pan[i]))),
+            pano, pan_mapper.maps(sphere.rotation_from_ypr(*pan[i]))
+        ),
         "cv2.remap, precomputed maps (limit)": lambda i: sphere.remap_bilinear(pano, maps[i]),
     }
     if py360convert is not None:
         methods["py360convert e2p"] = lambda i: e2p(poses[i])
     # Round robin, frame by frame, so that the machine's drift hits every method alike.
     times: dict[str, list[float]] = {name: [] for name in methods}
-    for name, fn in methods.items():
+    for fn in methods.values():
         fn(0)  # warm-up
     for i in range(len(poses)):
         for name, fn in methods.items():
@@ -153,11 +183,15 @@ def main() -> None:
     for name, sec in rows.items():
         vs_py = f"{ref / sec:8.1f}x" if ref else "-"
         print(f"{name:40s} {sec * 1e3:9.2f} {1 / sec:9.1f} {ours / sec:7.2f}x {vs_py:>9s}")
-    print(f"our maps from the half-resolution grid (smooth poses) / full resolution: "
-          f"{mapper.stats['coarse']} / {mapper.stats['exact']}")
+    print(
+        f"our maps from the half-resolution grid (smooth poses) / full resolution: "
+        f"{mapper.stats['coarse']} / {mapper.stats['exact']}"
+    )
     err = max_map_error(poses)
-    print(f"max error of our maps vs float64 geometry: {err:.5f} equirect px "
-          f"({err * k[0, 0] * 2 * np.pi / PANO[0]:.5f} view px at the centre)")
+    print(
+        f"max error of our maps vs float64 geometry: {err:.5f} equirect px "
+        f"({err * k[0, 0] * 2 * np.pi / PANO[0]:.5f} view px at the centre)"
+    )
 
 
 if __name__ == "__main__":

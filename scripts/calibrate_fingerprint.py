@@ -71,25 +71,31 @@ def main() -> None:
             idx = r.fingerprint["frames"]
             size = (r.source.width, r.source.height)
             ref = frames_at(clip, idx)
-            variants = {name: reencode(clip, args, tmp / f"{r.source.id}-{name}.{'webm' if 'vp9' in name else 'mp4'}")
-                        for name, args in REENCODES.items()}  # fmt: skip
+            variants = {
+                name: reencode(clip, args, tmp / f"{r.source.id}-{name}.{'webm' if 'vp9' in name else 'mp4'}")
+                for name, args in REENCODES.items()
+            }
             for config in configs:
                 fp = make_fingerprint(ref, thumb_size=config[0])
                 for name, path in variants.items():
                     d = fingerprint_distance(fp, frames_at(path, idx, size))
                     same[config].append(d)
                     worst_same[config] = max(worst_same[config], (d, f"{r.source.id} {name}"))
-        for (ra, ca), (rb, cb) in itertools.combinations(clips, 2):
+        for (ra, ca), (_, cb) in itertools.combinations(clips, 2):
             idx = ra.fingerprint["frames"]
             a, b = frames_at(ca, idx), frames_at(cb, idx, (ra.source.width, ra.source.height))
             for config in configs:
                 different[config].append(fingerprint_distance(make_fingerprint(a, thumb_size=config[0]), b))
-        print(f"{len(clips)} clips, {len(REENCODES)} re-encodes each, {len(different[configs[0]])} pairs of different clips")
+        print(
+            f"{len(clips)} clips, {len(REENCODES)} re-encodes each, {len(different[configs[0]])} pairs of different clips"
+        )
         print(f"{'thumbnail':10s} {'re-encode: median / max':>26s} {'different: min / median':>26s}  margin")
         for config in configs:
             s, d = np.array(same[config]), np.array(different[config])
-            print(f"{config[0][0]}x{config[0][1]:<7d} {np.median(s):12.2f} / {s.max():5.2f}     {d.min():12.2f} / "
-                  f"{np.median(d):6.2f}   {d.min() - s.max():6.2f}   (worst re-encode: {worst_same[config][1]})")  # fmt: skip
+            print(
+                f"{config[0][0]}x{config[0][1]:<7d} {np.median(s):12.2f} / {s.max():5.2f}     {d.min():12.2f} / "
+                f"{np.median(d):6.2f}   {d.min() - s.max():6.2f}   (worst re-encode: {worst_same[config][1]})"
+            )
 
 
 if __name__ == "__main__":

@@ -20,5 +20,7 @@ def test_help_imports_no_heavy_module():
 
 
 def test_console_script_runs():
-    out = subprocess.run([sys.executable, "-m", "persistbench", "--version"], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "persistbench", "--version"], capture_output=True, text=True, check=True
+    )
     assert "persistbench, version" in out.stdout

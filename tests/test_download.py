@@ -76,8 +76,16 @@ def reference(local_synth, tmp_path_factory) -> Path:
 
 def test_http_range_download_limit_3(served, tmp_path):
     root, server = served
-    result = cli("--recipes", root / "http" / "recipes.jsonl", "--limit", "3", "--output", tmp_path / "ds",
-                 "--cache", tmp_path / "cache")  # fmt: skip
+    result = cli(
+        "--recipes",
+        root / "http" / "recipes.jsonl",
+        "--limit",
+        "3",
+        "--output",
+        tmp_path / "ds",
+        "--cache",
+        tmp_path / "cache",
+    )
     assert result.exit_code == 0, result.output
     assert "done 3, skipped 0, failed 0" in result.output
     assert verify_dataset(tmp_path / "ds") == ([], 3)
@@ -92,15 +100,25 @@ def test_http_range_download_limit_3(served, tmp_path):
 
 
 def test_file_urls_and_sources_dir_give_the_same_dataset(local_synth, served, reference, tmp_path):
-    result = cli("--recipes", local_synth / "recipes.jsonl", "--sources-dir", local_synth / "sources",
-                 "--output", tmp_path / "sd", "--cache", tmp_path / "cache")  # fmt: skip
+    result = cli(
+        "--recipes",
+        local_synth / "recipes.jsonl",
+        "--sources-dir",
+        local_synth / "sources",
+        "--output",
+        tmp_path / "sd",
+        "--cache",
+        tmp_path / "cache",
+    )
     assert result.exit_code == 0, result.output
     assert not (tmp_path / "cache").exists(), "--sources-dir downloads nothing"
     assert_same_dataset(reference, tmp_path / "sd")
     assert verify_dataset(tmp_path / "sd") == ([], 4)
     # Over HTTP the same scenes (same seed) give the same dataset too.
     root, _ = served
-    result = cli("--recipes", root / "http" / "recipes.jsonl", "--output", tmp_path / "http", "--cache", tmp_path / "c2")
+    result = cli(
+        "--recipes", root / "http" / "recipes.jsonl", "--output", tmp_path / "http", "--cache", tmp_path / "c2"
+    )
     assert result.exit_code == 0, result.output
     assert_same_dataset(reference, tmp_path / "http")
 
@@ -132,8 +150,20 @@ def test_frames_are_located_by_timestamp(local_synth, reference, served, tmp_pat
 
 
 def run_cmd(local_synth, out, *extra):
-    return [sys.executable, "-m", "persistbench", "download", "--no-progress", "--recipes",
-            str(local_synth / "recipes.jsonl"), "--output", str(out), "--cache", str(out.parent / "cache"), *extra]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "persistbench",
+        "download",
+        "--no-progress",
+        "--recipes",
+        str(local_synth / "recipes.jsonl"),
+        "--output",
+        str(out),
+        "--cache",
+        str(out.parent / "cache"),
+        *extra,
+    ]
 
 
 def kill_when(cmd, ready, timeout=120):
@@ -169,8 +199,16 @@ def test_workers_and_shards_give_the_same_bytes(local_synth, reference, tmp_path
     assert result.returncode == 0, result.stderr
     assert_same_dataset(reference, tmp_path / "w2")
     for shard in ("1/2", "0/2"):
-        result = cli("--recipes", local_synth / "recipes.jsonl", "--output", tmp_path / "sh", "--cache",
-                     tmp_path / "cache", "--shard", shard)  # fmt: skip
+        result = cli(
+            "--recipes",
+            local_synth / "recipes.jsonl",
+            "--output",
+            tmp_path / "sh",
+            "--cache",
+            tmp_path / "cache",
+            "--shard",
+            shard,
+        )
         assert result.exit_code == 0, result.output
         assert "done 2, skipped 0" in result.output
     assert_same_dataset(reference, tmp_path / "sh")
@@ -186,7 +224,9 @@ def test_bundled_sample_offline_and_checksums(tmp_path, monkeypatch):
     assert "done 3, skipped 5, failed 0" in result.output, result.output
     assert verify_dataset(tmp_path / "reconstructed") == ([], 8)
     want = json.loads((Path(__file__).parent / "data" / "sample_checksums.json").read_text())["files"]
-    got = {p: d for r in layout.read_case_records(tmp_path / "reconstructed") for p, d in r["files"].items() if p in want}
+    got = {
+        p: d for r in layout.read_case_records(tmp_path / "reconstructed") for p, d in r["files"].items() if p in want
+    }
     assert got == want
     subsets = [c.subset for c in layout.Dataset(tmp_path / "reconstructed").cases()]
     assert subsets.count("dynamic") == subsets.count("static") == 4
@@ -203,8 +243,17 @@ def one_recipe(src_lines: list[str], index: int, **source) -> str:
 
 def bad_run(tmp_path, lines, *extra):
     (tmp_path / "r.jsonl").write_text("\n".join(lines) + "\n")
-    return cli("--recipes", tmp_path / "r.jsonl", "--output", tmp_path / "ds", "--cache", tmp_path / "cache",
-               "--retries", "1", *extra)  # fmt: skip
+    return cli(
+        "--recipes",
+        tmp_path / "r.jsonl",
+        "--output",
+        tmp_path / "ds",
+        "--cache",
+        tmp_path / "cache",
+        "--retries",
+        "1",
+        *extra,
+    )
 
 
 def assert_failed(result, tmp_path, case_id, message):
@@ -218,10 +267,12 @@ def assert_failed(result, tmp_path, case_id, message):
 
 @pytest.mark.parametrize(
     "kind,message",
-    [("404", "unavailable: [generic] clip: Unable to download webpage: HTTP Error 404"),
-     ("truncated", "is not a complete video"),
-     ("corrupt", "failed: ffmpeg exited")],
-)  # fmt: skip
+    [
+        ("404", "unavailable: [generic] clip: Unable to download webpage: HTTP Error 404"),
+        ("truncated", "is not a complete video"),
+        ("corrupt", "failed: ffmpeg exited"),
+    ],
+)
 def test_bad_sources_fail_their_case_and_the_run_goes_on(served, tmp_path, kind, message):
     root, server = served
     lines = (root / "http" / "recipes.jsonl").read_text().splitlines()
@@ -264,10 +315,19 @@ def test_malformed_recipe_line_writes_nothing(local_synth, tmp_path):
 
 def test_unwritable_output_directory(local_synth, tmp_path):
     (tmp_path / "blocker").write_text("a file where a directory must go")
-    result = cli("--recipes", local_synth / "recipes.jsonl", "--output", tmp_path / "blocker" / "ds",
-                 "--cache", tmp_path / "cache")  # fmt: skip
+    result = cli(
+        "--recipes",
+        local_synth / "recipes.jsonl",
+        "--output",
+        tmp_path / "blocker" / "ds",
+        "--cache",
+        tmp_path / "cache",
+    )
     assert result.exit_code == 1
-    assert result.output.strip() == f"Error: {tmp_path / 'blocker' / 'ds'}: output directory is not writable (Not a directory)"
+    assert (
+        result.output.strip()
+        == f"Error: {tmp_path / 'blocker' / 'ds'}: output directory is not writable (Not a directory)"
+    )
 
 
 def test_youtube_needs_a_js_runtime(local_synth, tmp_path):
@@ -277,16 +337,30 @@ def test_youtube_needs_a_js_runtime(local_synth, tmp_path):
     (tmp_path / "r.jsonl").write_text(yt + "\n")
     empty = tmp_path / "bin"
     empty.mkdir()
-    result = cli("--recipes", tmp_path / "r.jsonl", "--output", tmp_path / "ds", "--cache", tmp_path / "cache",
-                 env={"PATH": str(empty)})  # fmt: skip
+    result = cli(
+        "--recipes",
+        tmp_path / "r.jsonl",
+        "--output",
+        tmp_path / "ds",
+        "--cache",
+        tmp_path / "cache",
+        env={"PATH": str(empty)},
+    )
     assert result.exit_code == 1
     assert "YouTube sources need a JavaScript runtime" in result.output and "deno" in result.output
     assert not (tmp_path / "ds").exists()
 
 
 def test_hf_recipes_offline_is_a_clear_error(tmp_path):
-    result = cli("--recipes", "hf://someone/persistbench/recipes.jsonl", "--output", tmp_path / "ds",
-                 "--cache", tmp_path / "cache", env={"HF_HUB_OFFLINE": "1"})  # fmt: skip
+    result = cli(
+        "--recipes",
+        "hf://someone/persistbench/recipes.jsonl",
+        "--output",
+        tmp_path / "ds",
+        "--cache",
+        tmp_path / "cache",
+        env={"HF_HUB_OFFLINE": "1"},
+    )
     assert result.exit_code == 1
     assert result.output.startswith("Error: hf://someone/persistbench/recipes.jsonl: cannot fetch recipes")
     assert len(result.output.strip().splitlines()) == 1
@@ -294,9 +368,20 @@ def test_hf_recipes_offline_is_a_clear_error(tmp_path):
 
 def test_recipes_over_http(served, tmp_path):
     root, server = served
-    result = cli("--recipes", f"{server.url}/http/recipes.jsonl", "--limit", "1", "--output", tmp_path / "ds",
-                 "--cache", tmp_path / "cache", "--download-only")  # fmt: skip
+    result = cli(
+        "--recipes",
+        f"{server.url}/http/recipes.jsonl",
+        "--limit",
+        "1",
+        "--output",
+        tmp_path / "ds",
+        "--cache",
+        tmp_path / "cache",
+        "--download-only",
+    )
     assert result.exit_code == 0, result.output
     assert len(list((tmp_path / "cache").rglob("*.mp4"))) == 1 and not (tmp_path / "ds").exists()
-    result = cli("--recipes", f"{server.url}/http/missing.jsonl", "--output", tmp_path / "ds", "--cache", tmp_path / "cache")
+    result = cli(
+        "--recipes", f"{server.url}/http/missing.jsonl", "--output", tmp_path / "ds", "--cache", tmp_path / "cache"
+    )
     assert result.exit_code == 1 and "cannot fetch recipes" in result.output

@@ -19,13 +19,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from processes import group_alive
 
 from persistbench import layout, names
 from persistbench.cli import main
 from persistbench.download import bundled_recipes
 from persistbench.errors import PersistbenchError
 from persistbench.serve import FileServer
-from processes import group_alive
 
 SAMPLE = bundled_recipes()
 
@@ -43,8 +43,9 @@ def snapshot(root: Path) -> dict[str, float]:
 
 def run_cli(*args: object, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """The real command in a child process (as a user runs it), with its exit code and both streams."""
-    return subprocess.run([sys.executable, "-m", "persistbench", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, timeout=300)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "persistbench", *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=300
+    )
 
 
 def one_line_error(result: subprocess.CompletedProcess, *needles: str) -> None:
@@ -84,8 +85,9 @@ def test_recipe_ids_cannot_write_or_delete_outside_output(tmp_path, via):
         result = run_cli("download", "--recipes", "evil.jsonl", "--output", "out", "--cache", "c", cwd=work)
     else:
         with FileServer(work) as server:
-            result = run_cli("download", "--recipes", f"{server.url}/evil.jsonl", "--output", "out", "--cache", "c",
-                             cwd=work)  # fmt: skip
+            result = run_cli(
+                "download", "--recipes", f"{server.url}/evil.jsonl", "--output", "out", "--cache", "c", cwd=work
+            )
     one_line_error(result, "evil.jsonl:1: case_id:", "evil.jsonl:2: object.id:")
     assert (work / "victim" / "important.txt").read_text() == "precious"
     after = snapshot(tmp_path)
@@ -203,8 +205,10 @@ def _reduce(module: str, name: str, args: bytes) -> bytes:
         (_reduce("builtins", "bytearray", b"J\x00\x00\x00\x7f\x85"), "refusing to unpickle builtins.bytearray"),
         (_reduce("numpy", "ndarray", b"J\x00\x00\x00\x7f\x85\x85"), "not callable"),
         (b"\x80\x02]r\xff\xff\xff\xff.", "memo index 4294967295 out of bounds"),
-        (_reduce("numpy.core.multiarray", "_reconstruct",
-                 b"cnumpy\nndarray\nJ\x00\x00\x00\x7f\x85C\x01b\x87"), "unexpected numpy array reconstruction"),  # fmt: skip
+        (
+            _reduce("numpy.core.multiarray", "_reconstruct", b"cnumpy\nndarray\nJ\x00\x00\x00\x7f\x85C\x01b\x87"),
+            "unexpected numpy array reconstruction",
+        ),
         (_reduce("os", "system", b"X\x02\x00\x00\x00id\x85"), "refusing to unpickle os.system"),
     ],
 )
@@ -246,10 +250,16 @@ def test_cmd_adapter_timeout_kills_its_grandchildren(tmp_path):
     from persistbench.models import ModelInput, load_model
 
     pid_file = tmp_path / "pid"
-    model = load_model(f"cmd:sh -c 'echo $$ > {pid_file}; sleep 1000000 & sleep 1000000; : {{input}} {{output}}'",
-                       config={"timeout": 1.0})  # fmt: skip
-    sample = ModelInput("C", np.zeros((2, 8, 8, 3), np.float32), {"cam_poses": np.tile(np.eye(4), (2, 1, 1)),
-                        "cam_intrinsic": np.eye(3)}, {"cam_poses": np.tile(np.eye(4), (2, 1, 1)), "cam_intrinsic": np.eye(3)})  # fmt: skip
+    model = load_model(
+        f"cmd:sh -c 'echo $$ > {pid_file}; sleep 1000000 & sleep 1000000; : {{input}} {{output}}'",
+        config={"timeout": 1.0},
+    )
+    sample = ModelInput(
+        "C",
+        np.zeros((2, 8, 8, 3), np.float32),
+        {"cam_poses": np.tile(np.eye(4), (2, 1, 1)), "cam_intrinsic": np.eye(3)},
+        {"cam_poses": np.tile(np.eye(4), (2, 1, 1)), "cam_intrinsic": np.eye(3)},
+    )
     with pytest.raises(PersistbenchError, match="timed out after 1 s"):
         model.predict(sample)
     pgid = int(pid_file.read_text())
@@ -333,23 +343,31 @@ def test_a_decompression_bomb_prediction_is_refused_unread(hold_run_small, tmp_p
     frame = next(run.glob("*/*/frames/frame_0001.png"))
     header = chunk(b"IHDR", struct.pack(">IIBBBBB", 60000, 60000, 8, 2, 0, 0, 0))
     frame.write_bytes(b"\x89PNG\r\n\x1a\n" + header + chunk(b"IDAT", zlib.compress(b"\0" * 16)) + chunk(b"IEND", b""))
-    one_line_error(run_cli("score", "--no-progress", "--pred", run, "--dataset", ds, "--metrics", "psnr"),
-                   f"{frame}: larger than the decompression-bomb limit")  # fmt: skip
+    one_line_error(
+        run_cli("score", "--no-progress", "--pred", run, "--dataset", ds, "--metrics", "psnr"),
+        f"{frame}: larger than the decompression-bomb limit",
+    )
 
 
 @pytest.fixture
 def hold_run_small(dataset_dir, tmp_path) -> tuple[Path, Path]:
     run = tmp_path / "run"
-    result = CliRunner().invoke(main, ["infer", "--no-progress", "--model", "hold", "--dataset", str(dataset_dir),
-                                       "--output", str(run)])  # fmt: skip
+    result = CliRunner().invoke(
+        main, ["infer", "--no-progress", "--model", "hold", "--dataset", str(dataset_dir), "--output", str(run)]
+    )
     assert result.exit_code == 0, result.output
     return run, dataset_dir
 
 
 def test_no_network_for_the_hub_is_one_line(tmp_path):
     env = {**os.environ, "HF_ENDPOINT": "http://127.0.0.1:9", "HF_HUB_ETAG_TIMEOUT": "2"}
-    result = subprocess.run([sys.executable, "-m", "persistbench", "fetch", "--output", str(tmp_path / "d"),
-                             "--repo", "someone/data"], capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "persistbench", "fetch", "--output", str(tmp_path / "d"), "--repo", "someone/data"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     one_line_error(result, "127.0.0.1:9: network unreachable")
 
 
@@ -374,26 +392,48 @@ def test_fingerprint_refuses_another_sample_clip_and_accepts_reencodes(tmp_path)
 
     for scale, crf in ((1, 30), (2, 23)):
         clip = tmp_path / f"re-{scale}-{crf}.mp4"
-        small = (f if scale == 1 else cv2.resize(f, (f.shape[1] // 2, f.shape[0] // 2), interpolation=cv2.INTER_AREA)
-                 for f in frames[a.source.id])  # fmt: skip
+        small = (
+            f if scale == 1 else cv2.resize(f, (f.shape[1] // 2, f.shape[0] // 2), interpolation=cv2.INTER_AREA)
+            for f in frames[a.source.id]
+        )
         encode_video(clip, small, a.source.fps, {**H264_SETTINGS, "crf": crf})
-        again = [cv2.resize(f, (a.source.width, a.source.height), interpolation=cv2.INTER_AREA) for f in read_frames(clip)]
+        again = [
+            cv2.resize(f, (a.source.width, a.source.height), interpolation=cv2.INTER_AREA) for f in read_frames(clip)
+        ]
         assert fingerprint_distance(a.fingerprint, {t: again[t] for t in a.fingerprint["frames"]}) < 2.0
 
     # End to end: the clip of another case under this case's name fails with the reason.
     (tmp_path / "clips").mkdir()
     b = recipes[1]
-    (tmp_path / "clips" / f"{a.source.id}.mp4").write_bytes((SAMPLE.parent / "sources" / f"{b.source.id}.mp4").read_bytes())
+    (tmp_path / "clips" / f"{a.source.id}.mp4").write_bytes(
+        (SAMPLE.parent / "sources" / f"{b.source.id}.mp4").read_bytes()
+    )
     (tmp_path / "r.jsonl").write_text(SAMPLE.read_text().splitlines()[0] + "\n")
     result = run_cli("download", "--recipes", "r.jsonl", "--sources-dir", "clips", "--output", "out", cwd=tmp_path)
     assert result.returncode == 1 and "source differs from the one the benchmark was built from" in result.stdout
 
 
 def test_long_commands_show_progress(dataset_dir, tmp_path):
-    for args, bar in ((["verify", dataset_dir], "verify"),
-                      (["synth", "--output", tmp_path / "s", "--scenes", "1", "--frames", "4", "--pano-size", "128x64",
-                        "--size", "32x24"], "synth"),
-                      (["pack", dataset_dir, "--output", tmp_path / "dist"], "pack")):  # fmt: skip
+    for args, bar in (
+        (["verify", dataset_dir], "verify"),
+        (
+            [
+                "synth",
+                "--output",
+                tmp_path / "s",
+                "--scenes",
+                "1",
+                "--frames",
+                "4",
+                "--pano-size",
+                "128x64",
+                "--size",
+                "32x24",
+            ],
+            "synth",
+        ),
+        (["pack", dataset_dir, "--output", tmp_path / "dist"], "pack"),
+    ):
         result = run_cli(*args)
         assert result.returncode == 0, result.stderr
         assert f"{bar}: 100%" in result.stderr, (bar, result.stderr)
@@ -417,8 +457,13 @@ def test_options_are_named_alike_and_say_what_they_take(tmp_path):
 
 def test_doctor_does_not_call_missing_pieces_ready(tmp_path):
     env = {**os.environ, "PATH": ""}  # no JavaScript runtime: an optional piece for synth
-    result = subprocess.run([sys.executable, "-m", "persistbench", "doctor", "--for", "synth"], capture_output=True,
-                            text=True, cwd=tmp_path, env=env)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "persistbench", "doctor", "--for", "synth"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+    )
     assert result.returncode == 0, result.stdout
     lines = result.stdout.splitlines()
     missing = [line[9:].split("  ")[0].strip() for line in lines if line.startswith("missing ")]
@@ -431,9 +476,13 @@ def test_doctor_does_not_call_missing_pieces_ready(tmp_path):
 
 @pytest.mark.parametrize(
     ("size", "box", "out"),
-    [((640, 480), (0, 0, 640, 480), (512, 384)), ((640, 480), (80, 0, 480, 480), (384, 384)),
-     ((256, 192), (32, 0, 192, 192), (100, 100)), ((300, 200), (0, 0, 300, 200), (512, 384))],
-)  # fmt: skip
+    [
+        ((640, 480), (0, 0, 640, 480), (512, 384)),
+        ((640, 480), (80, 0, 480, 480), (384, 384)),
+        ((256, 192), (32, 0, 192, 192), (100, 100)),
+        ((300, 200), (0, 0, 300, 200), (512, 384)),
+    ],
+)
 def test_masks_are_resized_centre_aligned_and_scored_like_scikit_image(tmp_path, size, box, out):
     from PIL import Image
     from skimage.metrics import peak_signal_noise_ratio, structural_similarity
@@ -456,7 +505,10 @@ def test_masks_are_resized_centre_aligned_and_scored_like_scikit_image(tmp_path,
     assert np.array_equal(_read_all([tmp_path / "mask_0000.png"], None, out, gray=True)[0] > 0, want)
     a = rng.random((out[1], out[0], 3))
     b = np.clip(a + rng.normal(0, 0.05, a.shape), 0, 1)
-    assert metrics.masked_psnr(a, b, want) == pytest.approx(peak_signal_noise_ratio(b[want], a[want], data_range=1.0), abs=1e-6)
-    _, smap = structural_similarity(a, b, gaussian_weights=True, sigma=1.5, use_sample_covariance=False, data_range=1.0,
-                                    channel_axis=2, full=True)  # fmt: skip
+    assert metrics.masked_psnr(a, b, want) == pytest.approx(
+        peak_signal_noise_ratio(b[want], a[want], data_range=1.0), abs=1e-6
+    )
+    _, smap = structural_similarity(
+        a, b, gaussian_weights=True, sigma=1.5, use_sample_covariance=False, data_range=1.0, channel_axis=2, full=True
+    )
     assert metrics.masked_ssim(a, b, want) == pytest.approx(float(smap[want].mean()), abs=1e-6)

@@ -29,8 +29,11 @@ def infer_cli(*args, env=None):
 
 
 def predictions(run: Path) -> dict[str, bytes]:
-    return {p.relative_to(run).as_posix(): p.read_bytes() for p in sorted(run.rglob("*"))
-            if p.is_file() and layout.STATE_DIR not in p.parts and p.name != "run.json"}  # fmt: skip
+    return {
+        p.relative_to(run).as_posix(): p.read_bytes()
+        for p in sorted(run.rglob("*"))
+        if p.is_file() and layout.STATE_DIR not in p.parts and p.name != "run.json"
+    }
 
 
 # ------------------------------------------------------------------ test models (loaded as tests/test_infer.py:Class)
@@ -113,8 +116,16 @@ def test_sampling_crop_and_intrinsics():
 
 
 def test_public_example_runs_unchanged(sample_ds, tmp_path):
-    result = infer_cli("--model", ROOT / "examples" / "my_model.py:MyModel", "--dataset", sample_ds,
-                       "--output", tmp_path / "run", "--limit", "2")  # fmt: skip
+    result = infer_cli(
+        "--model",
+        ROOT / "examples" / "my_model.py:MyModel",
+        "--dataset",
+        sample_ds,
+        "--output",
+        tmp_path / "run",
+        "--limit",
+        "2",
+    )
     assert result.exit_code == 0, result.output
     case = json.loads((tmp_path / "run" / "dynamic").glob("*/case.json").__next__().read_text())
     assert case["frame_indices"] == np.linspace(0, 59, 16).round().astype(int).tolist()
@@ -125,7 +136,9 @@ def test_public_example_runs_unchanged(sample_ds, tmp_path):
 
 
 def test_eight_frames_at_96x128(sample_ds, tmp_path):
-    result = infer_cli("--model", f"{HERE}:EightFrames", "--dataset", sample_ds, "--output", tmp_path / "run", "--limit", "1")
+    result = infer_cli(
+        "--model", f"{HERE}:EightFrames", "--dataset", sample_ds, "--output", tmp_path / "run", "--limit", "1"
+    )
     assert result.exit_code == 0, result.output
     case_dir = next((tmp_path / "run" / "dynamic").iterdir())
     frames = layout.list_images(case_dir / "frames")
@@ -143,7 +156,13 @@ def test_every_model_form(sample_ds, tmp_path, monkeypatch):
     (dist / "entry_points.txt").write_text("[persistbench.models]\ntest-hold = persistbench.models.builtin:HoldModel\n")
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     cmd = f"cmd:{sys.executable} {ROOT / 'tests' / 'adapters' / 'cmd_model.py'} {{input}} {{output}} --masks"
-    specs = ["hold", "test-hold", f"{ROOT / 'examples' / 'my_model.py'}:MyModel", "persistbench.models.builtin:HoldModel", cmd]
+    specs = [
+        "hold",
+        "test-hold",
+        f"{ROOT / 'examples' / 'my_model.py'}:MyModel",
+        "persistbench.models.builtin:HoldModel",
+        cmd,
+    ]
     outputs = {}
     for i, spec in enumerate(specs):
         result = infer_cli("--model", spec, "--dataset", sample_ds, "--output", tmp_path / f"r{i}", "--limit", "1")
@@ -169,9 +188,21 @@ def test_failing_external_program(sample_ds, tmp_path):
 
 def test_equirect_output_is_reprojected_into_the_target_view(sample_ds, tmp_path):
     sample = resolve_recipes(None, tmp_path).path.parent
-    (tmp_path / "cfg.json").write_text(json.dumps({"recipes": str(sample / "recipes.jsonl"), "sources": str(sample / "sources")}))
-    result = infer_cli("--model", f"{HERE}:PanoramaModel", "--model-config", tmp_path / "cfg.json", "--dataset", sample_ds,
-                       "--output", tmp_path / "run", "--limit", "2")  # fmt: skip
+    (tmp_path / "cfg.json").write_text(
+        json.dumps({"recipes": str(sample / "recipes.jsonl"), "sources": str(sample / "sources")})
+    )
+    result = infer_cli(
+        "--model",
+        f"{HERE}:PanoramaModel",
+        "--model-config",
+        tmp_path / "cfg.json",
+        "--dataset",
+        sample_ds,
+        "--output",
+        tmp_path / "run",
+        "--limit",
+        "2",
+    )
     assert result.exit_code == 0, result.output
     ds = layout.Dataset(sample_ds)
     for case_json in (tmp_path / "run").rglob("case.json"):
@@ -188,16 +219,33 @@ def test_equirect_output_is_reprojected_into_the_target_view(sample_ds, tmp_path
 
 def test_bad_outputs_fail_only_their_case(sample_ds, tmp_path):
     cases = layout.Dataset(sample_ds).cases()
-    bad = {cases[0].case_id: "count", cases[1].case_id: "nan", cases[2].case_id: "size", cases[3].case_id: "raise",
-           cases[4].case_id: "masks"}  # fmt: skip
+    bad = {
+        cases[0].case_id: "count",
+        cases[1].case_id: "nan",
+        cases[2].case_id: "size",
+        cases[3].case_id: "raise",
+        cases[4].case_id: "masks",
+    }
     (tmp_path / "cfg.json").write_text(json.dumps({"bad": bad}))
-    result = infer_cli("--model", f"{HERE}:BadModel", "--model-config", tmp_path / "cfg.json", "--dataset", sample_ds,
-                       "--output", tmp_path / "run")  # fmt: skip
+    result = infer_cli(
+        "--model",
+        f"{HERE}:BadModel",
+        "--model-config",
+        tmp_path / "cfg.json",
+        "--dataset",
+        sample_ds,
+        "--output",
+        tmp_path / "run",
+    )
     assert result.exit_code == 1
     assert "done 3, skipped 0, failed 5" in result.output
-    reasons = {"count": "frames have shape (59, 192, 256, 3), expected (60, H, W, 3)",
-               "nan": "frames hold NaN or infinite values", "size": "frames are 256x190, expected 256x192",
-               "raise": "model raised RuntimeError: out of memory (pretend)", "masks": "masks have dtype uint8, expected bool"}  # fmt: skip
+    reasons = {
+        "count": "frames have shape (59, 192, 256, 3), expected (60, H, W, 3)",
+        "nan": "frames hold NaN or infinite values",
+        "size": "frames are 256x190, expected 256x192",
+        "raise": "model raised RuntimeError: out of memory (pretend)",
+        "masks": "masks have dtype uint8, expected bool",
+    }
     for case_id, how in bad.items():
         line = next(x for x in result.output.splitlines() if x.startswith(f"  {case_id}: "))
         assert reasons[how] in line, line
@@ -219,12 +267,19 @@ def test_resume_and_overwrite_rules(sample_ds, tmp_path):
     layout.write_json(run / "run.json", changed)
     refused = infer_cli("--model", "hold", "--dataset", sample_ds, "--output", run, "--resume")
     assert refused.exit_code == 1 and "different dataset" in refused.output
-    assert infer_cli("--model", "reproject", "--dataset", sample_ds, "--output", run, "--overwrite", "--limit", "1").exit_code == 0
+    assert (
+        infer_cli(
+            "--model", "reproject", "--dataset", sample_ds, "--output", run, "--overwrite", "--limit", "1"
+        ).exit_code
+        == 0
+    )
 
 
 def test_kill_9_then_resume_is_byte_identical(sample_ds, tmp_path):
-    cmd = lambda out, *extra: [sys.executable, "-m", "persistbench", "infer", "--no-progress", "--model", "reproject",  # noqa: E731
-                               "--dataset", str(sample_ds), "--output", str(out), "--limit", "3", *extra]  # fmt: skip
+    def cmd(out, *extra):
+        args = ["infer", "--no-progress", "--model", "reproject", "--dataset", sample_ds, "--output", out, "--limit", 3]
+        return [sys.executable, "-m", "persistbench", *map(str, args), *extra]
+
     assert subprocess.run(cmd(tmp_path / "ref"), capture_output=True).returncode == 0
     out = tmp_path / "run"
     proc = subprocess.Popen(cmd(out), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -243,9 +298,20 @@ def test_kill_9_then_resume_is_byte_identical(sample_ds, tmp_path):
 def test_workers_give_the_same_predictions_and_models_are_closed(sample_ds, tmp_path):
     for workers in (1, 2):
         (tmp_path / f"cfg{workers}.json").write_text(json.dumps({"marker": str(tmp_path / f"closed{workers}")}))
-        result = infer_cli("--model", f"{HERE}:Closing", "--model-config", tmp_path / f"cfg{workers}.json",
-                           "--dataset", sample_ds, "--output", tmp_path / f"w{workers}", "--limit", "3",
-                           "--workers", workers)  # fmt: skip
+        result = infer_cli(
+            "--model",
+            f"{HERE}:Closing",
+            "--model-config",
+            tmp_path / f"cfg{workers}.json",
+            "--dataset",
+            sample_ds,
+            "--output",
+            tmp_path / f"w{workers}",
+            "--limit",
+            "3",
+            "--workers",
+            workers,
+        )
         assert result.exit_code == 0, result.output
         assert (tmp_path / f"closed{workers}").read_text() == "closed"
     assert predictions(tmp_path / "w1") == predictions(tmp_path / "w2")

@@ -34,9 +34,13 @@ def test_list_images_accepts_every_naming_variant(tmp_path):
 
 def test_safe_loader_reads_the_public_format(tmp_path):
     data = {
-        "cam_poses": np.tile(np.eye(4), (5, 1, 1)), "cam_intrinsic": np.eye(3) * 2, "mode": "return",
-        "scalar": np.float32(0.5), "flag": True, "nested": {"a": [1, 2.5, None], "b": (np.int64(3),)},
-    }  # fmt: skip
+        "cam_poses": np.tile(np.eye(4), (5, 1, 1)),
+        "cam_intrinsic": np.eye(3) * 2,
+        "mode": "return",
+        "scalar": np.float32(0.5),
+        "flag": True,
+        "nested": {"a": [1, 2.5, None], "b": (np.int64(3),)},
+    }
     path = tmp_path / "camera_params.npy"
     layout.save_npy_dict(path, data)
     public = np.load(path, allow_pickle=True).item()  # how the public toolkit reads it
@@ -151,7 +155,10 @@ def test_dataset_reads_the_nested_video_form(dataset_dir, tmp_path):
 
 
 def test_mark_complete_is_order_independent(tmp_path):
-    rows = [({"uid": f"Synth_x_{i}_obj_1", "subset": s, "success": 1}) for i, s in enumerate(["static", "dynamic", "dynamic"])]
+    rows = [
+        ({"uid": f"Synth_x_{i}_obj_1", "subset": s, "success": 1})
+        for i, s in enumerate(["static", "dynamic", "dynamic"])
+    ]
     a, b = tmp_path / "a", tmp_path / "b"
     for root, order in ((a, rows), (b, rows[::-1])):
         for row in order:
@@ -159,7 +166,10 @@ def test_mark_complete_is_order_independent(tmp_path):
     assert (a / "cases.jsonl").read_bytes() == (b / "cases.jsonl").read_bytes()
     assert layout.read_index(a) == layout.read_index(b)
     assert [json.loads(x)["uid"] for x in (a / "cases.jsonl").read_text().splitlines()] == [
-        "Synth_x_1_obj_1", "Synth_x_2_obj_1", "Synth_x_0_obj_1"]  # fmt: skip
+        "Synth_x_1_obj_1",
+        "Synth_x_2_obj_1",
+        "Synth_x_0_obj_1",
+    ]
     with pytest.raises(ValueError, match="unknown data.db columns"):
         layout.mark_complete(a, {"uid": "u", "bogus": 1}, {"uid": "u", "subset": "static"})
 

@@ -10,8 +10,9 @@ from persistbench import metrics
 
 
 def skimage_ssim_map(a, b):
-    _, s = structural_similarity(a, b, gaussian_weights=True, sigma=1.5, use_sample_covariance=False,
-                                 data_range=1.0, channel_axis=-1, full=True)  # fmt: skip
+    _, s = structural_similarity(
+        a, b, gaussian_weights=True, sigma=1.5, use_sample_covariance=False, data_range=1.0, channel_axis=-1, full=True
+    )
     return s
 
 
@@ -29,7 +30,7 @@ def masks(rng, h=64, w=80):
     blob = np.zeros((h, w), bool)
     blob[20:35, 30:52] = True
     corner = np.zeros((h, w), bool)
-    corner[: 9, -7:] = True  # touches two borders
+    corner[:9, -7:] = True  # touches two borders
     edge = np.zeros((h, w), bool)
     edge[-1, 10:60] = True  # one row on the border
     single = np.zeros((h, w), bool)
@@ -64,7 +65,9 @@ def test_masked_psnr_equals_scikit_image():
     # uint8 input is scaled by 1/255.
     a8, b8 = (np.round(x * 255).astype(np.uint8) for x in (a, b))
     m = masks(rng)["blob"]
-    assert metrics.masked_psnr(a8, b8, m) == pytest.approx(peak_signal_noise_ratio(b8[m], a8[m], data_range=255), abs=1e-6)
+    assert metrics.masked_psnr(a8, b8, m) == pytest.approx(
+        peak_signal_noise_ratio(b8[m], a8[m], data_range=255), abs=1e-6
+    )
 
 
 def test_iou_presence_continuity_on_constructed_masks():

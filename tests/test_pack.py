@@ -79,7 +79,9 @@ def test_shard_members_are_plain_files_with_fixed_metadata(dist):
     with tarfile.open(DistributionLayout(dist).shard(0)) as tar:
         members = tar.getmembers()
     assert [m.name for m in members] == sorted(m.name for m in members)
-    assert all(m.isfile() and m.mtime == 0 and m.uid == 0 and m.mode == 0o644 and check_member(m) is None for m in members)
+    assert all(
+        m.isfile() and m.mtime == 0 and m.uid == 0 and m.mode == 0o644 and check_member(m) is None for m in members
+    )
 
 
 def test_croissant_validates_and_its_records_are_the_pairs(dist):
@@ -89,8 +91,10 @@ def test_croissant_validates_and_its_records_are_the_pairs(dist):
     records = {r["pairs/pair_id"].decode(): r for r in ds.records("pairs")}
     index = json.loads(DistributionLayout(dist).index_json.read_text())
     assert sorted(records) == sorted(index)
-    assert all(records[k]["pairs/shard"].decode() == v["shard"] and records[k]["pairs/n_frames"] == v["n_frames"]
-               for k, v in index.items())  # fmt: skip
+    assert all(
+        records[k]["pairs/shard"].decode() == v["shard"] and records[k]["pairs/n_frames"] == v["n_frames"]
+        for k, v in index.items()
+    )
     doc = json.loads(DistributionLayout(dist).croissant_json.read_text())
     checksums = json.loads(DistributionLayout(dist).checksums_json.read_text())
     shards = [d for d in doc["distribution"] if d["encodingFormat"] == "application/x-tar"]
@@ -100,7 +104,9 @@ def test_croissant_validates_and_its_records_are_the_pairs(dist):
 
 def test_samples_only_and_resume(dist, fetched, tmp_path):
     out = tmp_path / "samples"
-    assert "fetched 4 pair(s) from " in cli("fetch", "--no-progress", "--from", dist, "--output", out, "--include", "samples")
+    assert "fetched 4 pair(s) from " in cli(
+        "fetch", "--no-progress", "--from", dist, "--output", out, "--include", "samples"
+    )
     assert "ok: 4 cases verified" in cli("verify", out)
     assert {c.subset for c in Dataset(out).cases()} == {"dynamic", "static"}
     # A rerun skips verified shards: it succeeds with the shards gone from the source.
@@ -120,7 +126,8 @@ def test_a_flipped_byte_fails_the_checksum_and_nothing_is_extracted(dist, tmp_pa
     shard.write_bytes(bytes(data))
     out = tmp_path / "out"
     assert "shard-0001.tar: sha256 differs from checksums.json; nothing extracted" in cli(
-        "fetch", "--no-progress", "--from", bad, "--output", out, code=1)  # fmt: skip
+        "fetch", "--no-progress", "--from", bad, "--output", out, code=1
+    )
     index = json.loads(DistributionLayout(bad).index_json.read_text())
     for pair_id, row in index.items():  # shard 0 came out whole; nothing of shard 1 did
         assert (out / row["subset"] / pair_id).exists() == (row["shard"] == "shard-0000.tar")
@@ -152,15 +159,18 @@ def _link(kind, name, target):
     return add
 
 
-@pytest.mark.parametrize("add, reason", [
-    (_file("../evil"), "leaves the output directory"),
-    (_file("static/Synth_abc_0_obj_1/1/../../../../evil"), "leaves the output directory"),
-    (_file("/etc/evil"), "absolute path"),
-    (_link(tarfile.SYMTYPE, "static/Synth_abc_0_obj_1/1/center/video.mp4", "/etc/passwd"), "link to"),
-    (_link(tarfile.LNKTYPE, "static/Synth_abc_0_obj_1/1/center/video.mp4", "../../../../../evil"), "link to"),
-    (_link(tarfile.CHRTYPE, "static/Synth_abc_0_obj_1/1/center/video.mp4", ""), "not a regular file"),
-    (_file("static/Synth_abc_0_obj_1/1/run.sh"), "name outside"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "add, reason",
+    [
+        (_file("../evil"), "leaves the output directory"),
+        (_file("static/Synth_abc_0_obj_1/1/../../../../evil"), "leaves the output directory"),
+        (_file("/etc/evil"), "absolute path"),
+        (_link(tarfile.SYMTYPE, "static/Synth_abc_0_obj_1/1/center/video.mp4", "/etc/passwd"), "link to"),
+        (_link(tarfile.LNKTYPE, "static/Synth_abc_0_obj_1/1/center/video.mp4", "../../../../../evil"), "link to"),
+        (_link(tarfile.CHRTYPE, "static/Synth_abc_0_obj_1/1/center/video.mp4", ""), "not a regular file"),
+        (_file("static/Synth_abc_0_obj_1/1/run.sh"), "name outside"),
+    ],
+)
 def test_crafted_shards_are_refused_before_anything_is_written(tmp_path, add, reason):
     sandbox = tmp_path / "sandbox"
     dist, out = sandbox / "dist", sandbox / "a" / "b" / "out"
@@ -168,13 +178,19 @@ def test_crafted_shards_are_refused_before_anything_is_written(tmp_path, add, re
     shard = dist / "shards" / "shard-0000.tar"
     crafted(shard, add)
     digest = hashlib.sha256(shard.read_bytes()).hexdigest()
-    (dist / "shards" / "checksums.json").write_text(json.dumps({shard.name: {"sha256": digest, "bytes": shard.stat().st_size}}))
-    (dist / "index.json").write_text(json.dumps({"Synth_abc_0_obj_1": {"shard": shard.name, "subset": "static", "n_frames": 1}}))
+    (dist / "shards" / "checksums.json").write_text(
+        json.dumps({shard.name: {"sha256": digest, "bytes": shard.stat().st_size}})
+    )
+    (dist / "index.json").write_text(
+        json.dumps({"Synth_abc_0_obj_1": {"shard": shard.name, "subset": "static", "n_frames": 1}})
+    )
     before = {p for p in tmp_path.rglob("*")}
     output = cli("fetch", "--no-progress", "--from", dist, "--output", out, code=1)
     assert "shard-0000.tar: refused member" in output and reason in output and "nothing extracted" in output
     written = {p for p in tmp_path.rglob("*")} - before
-    assert all(p == out or out in p.parents or p in out.parents for p in written), written  # nothing outside the output directory
+    assert all(p == out or out in p.parents or p in out.parents for p in written), (
+        written
+    )  # nothing outside the output directory
     assert not [p for p in written if p.is_file() and ".state" not in p.parts]  # and no pair file inside it
     assert not (tmp_path / "evil").exists() and not (sandbox / "evil").exists()
     with pytest.raises(layout.PersistbenchError, match="refused"):  # the function itself, not only the command
@@ -185,7 +201,9 @@ def test_hub_offline_is_one_line(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     output = cli("fetch", "--no-progress", "--repo", "someone/nothing", "--output", tmp_path / "out", code=1)
-    assert output.startswith("Error: hf://someone/nothing@main: cannot resolve the revision") and output.count("\n") == 1
+    assert (
+        output.startswith("Error: hf://someone/nothing@main: cannot resolve the revision") and output.count("\n") == 1
+    )
 
 
 def test_oracle_scores_perfectly_on_a_fetched_tree(fetched, tmp_path):
@@ -199,7 +217,9 @@ def test_oracle_scores_perfectly_on_a_fetched_tree(fetched, tmp_path):
         assert block["iou"]["mean"] == 1.0 and block["continuity"]["mean"] == 1.0 and block["psnr"]["cases"] == 8
 
 
-def test_fetch_into_a_reconstructed_dataset_is_refused_and_verify_sees_nested_copies(sample_ds, dist, fetched, tmp_path):
+def test_fetch_into_a_reconstructed_dataset_is_refused_and_verify_sees_nested_copies(
+    sample_ds, dist, fetched, tmp_path
+):
     ds = shutil.copytree(sample_ds, tmp_path / "ds")
     before = sorted(p.relative_to(ds).as_posix() for p in ds.rglob("*"))
     out = cli("fetch", "--no-progress", "--from", dist, "--output", ds, code=1)

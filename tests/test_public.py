@@ -27,11 +27,22 @@ def public_tree(ds: Path, out: Path, length: int, reso: list[int] | int, drop: i
     run = out / "null" / "mymodel"
     cases = Dataset(ds).cases()
     uids = [f"{c.subset}__{c.case_id}" for c in cases]
-    write_json(run / "run.json", {
-        "schema_version": 1, "package_version": "0.1.7", "stage": "inference", "name": "mymodel",
-        "model": "m.py:Cls", "model_config": {}, "model_source_sha256": "0" * 64, "dataset_id": "f" * 64,
-        "case_ids": uids, "num_splits": 1, "preprocessing": {"eval_length": length, "eval_reso": reso},
-    })  # fmt: skip
+    write_json(
+        run / "run.json",
+        {
+            "schema_version": 1,
+            "package_version": "0.1.7",
+            "stage": "inference",
+            "name": "mymodel",
+            "model": "m.py:Cls",
+            "model_config": {},
+            "model_source_sha256": "0" * 64,
+            "dataset_id": "f" * 64,
+            "case_ids": uids,
+            "num_splits": 1,
+            "preprocessing": {"eval_length": length, "eval_reso": reso},
+        },
+    )
     write_json(run / "split_status.json", {"0": {"completed": len(cases)}})
     (run / "logs").mkdir()
     (run / ".split-0.lock").touch()
@@ -50,14 +61,23 @@ def public_tree(ds: Path, out: Path, length: int, reso: list[int] | int, drop: i
                 files[f"{sub}/{path.name}"] = write_image(path, crop_resize(case.view(view).frame(int(t)), box, size))
         for name, view in (("input_camera_params.npy", "view_0"), ("target_camera_params.npy", "center")):
             files[name] = save_npy_dict(d / name, case.view(view).camera())
-        write_json(d / "case.json", {"schema_version": 1, "uid": uid, "num_frames": len(idx),
-                                     "sizes_wh": [list(size)] * len(idx), "files": files})  # fmt: skip
+        write_json(
+            d / "case.json",
+            {
+                "schema_version": 1,
+                "uid": uid,
+                "num_frames": len(idx),
+                "sizes_wh": [list(size)] * len(idx),
+                "files": files,
+            },
+        )
     return run
 
 
 def score(run: Path, ds: Path, *extra: str):
-    return CliRunner().invoke(main, ["score", "--no-progress", "--pred", str(run), "--dataset", str(ds),
-                                     "--metrics", "psnr,iou", *extra])  # fmt: skip
+    return CliRunner().invoke(
+        main, ["score", "--no-progress", "--pred", str(run), "--dataset", str(ds), "--metrics", "psnr,iou", *extra]
+    )
 
 
 @pytest.mark.parametrize(("length", "reso"), [(12, -1), (16, [192, 192]), (-1, [192, 256])])
@@ -98,7 +118,10 @@ def test_public_case_ids_are_checked_against_the_dataset(sample_ds, tmp_path):
     [
         (lambda info, case: info["case_ids"].append("../../x"), "run.json: case_ids: '../../x' is not a safe name"),
         (lambda info, case: info["preprocessing"].update(eval_reso=[0, 5]), "eval_reso must be -1 or [height, width]"),
-        (lambda info, case: info["preprocessing"].update(eval_length=0), "eval_length must be -1 or a positive integer"),
+        (
+            lambda info, case: info["preprocessing"].update(eval_length=0),
+            "eval_length must be -1 or a positive integer",
+        ),
         (lambda info, case: case.update(sizes_wh=[[10, 10]] * 12), "sizes_wh differ from the 256x192"),
         (lambda info, case: case.update(num_frames=99), "num_frames must be"),
     ],

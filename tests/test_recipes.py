@@ -9,7 +9,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
-
 from pycocotools import mask as coco
 
 from persistbench import recipes
@@ -56,7 +55,7 @@ def test_synth_recipes_are_valid(synth_dir):
         (lambda o: o["source"].update(n_frames="24"), "source.n_frames", "expected int"),
         (lambda o: o["output"].update(width=255), "output.width", "even"),
     ],
-)  # fmt: skip
+)
 def test_each_error_names_line_and_field(tmp_path, lines, mutate, field, message):
     path = write(tmp_path, [lines[0], edit(lines[1], mutate)])
     with pytest.raises(recipes.RecipeError) as info:
@@ -130,7 +129,9 @@ def test_fingerprint_detects_a_different_source():
     frames = {i: rng.integers(0, 256, (64, 128, 3), dtype=np.uint8) for i in (0, 5)}
     fp = recipes.make_fingerprint(frames)
     assert recipes.fingerprint_distance(fp, frames) == 0.0
-    noisy = {i: np.clip(f.astype(int) + rng.integers(-3, 4, f.shape), 0, 255).astype(np.uint8) for i, f in frames.items()}
+    noisy = {
+        i: np.clip(f.astype(int) + rng.integers(-3, 4, f.shape), 0, 255).astype(np.uint8) for i, f in frames.items()
+    }
     assert recipes.fingerprint_distance(fp, noisy) < fp["tolerance"]
     other = {i: 255 - f for i, f in frames.items()}
     assert recipes.fingerprint_distance(fp, other) > fp["tolerance"]

@@ -29,8 +29,12 @@ def test_frames_since_left_counts_source_frames_from_the_last_visible_one():
 
 def test_memory_curve_means_and_intervals():
     def case(values):
-        return {"frame_indices": [0, 1, 2], "visible": [True, False, False], "invisible": [False, True, True],
-                "metrics": {"psnr": values}}  # fmt: skip
+        return {
+            "frame_indices": [0, 1, 2],
+            "visible": [True, False, False],
+            "invisible": [False, True, True],
+            "metrics": {"psnr": values},
+        }
 
     off, mean, low, high, n = memory_curve([case([50, 10, 20]), case([50, 30, None]), case([50, 20, 40])], "psnr")
     assert off.tolist() == [1, 2] and n.tolist() == [3, 2]
@@ -41,8 +45,12 @@ def test_memory_curve_means_and_intervals():
 
 def test_memory_curve_bands_stay_in_the_metric_range():
     def case(metric, values):
-        return {"frame_indices": [0, 1, 2], "visible": [True, False, False], "invisible": [False, True, True],
-                "metrics": {metric: values}}  # fmt: skip
+        return {
+            "frame_indices": [0, 1, 2],
+            "visible": [True, False, False],
+            "invisible": [False, True, True],
+            "metrics": {metric: values},
+        }
 
     # IoU near 0 with a wide spread: the normal band would go below 0; it is clipped.
     _, mean, low, high, _ = memory_curve([case("iou", [1, 0.0, 0.9]), case("iou", [1, 0.0, 0.0])], "iou")
@@ -65,17 +73,25 @@ def demo_dir(tmp_path_factory):
 def test_demo_runs_the_whole_chain(demo_dir):
     out, output = demo_dir
     assert sorted(p.name for p in out.iterdir()) == ["cache", "dataset", "report.html", "runs", "sources"]
-    summaries = {m: json.loads(RunLayout(out / "runs" / m).summary_json("classic-v1").read_text())
-                 for m in ("hold", "reproject", "oracle")}  # fmt: skip
+    summaries = {
+        m: json.loads(RunLayout(out / "runs" / m).summary_json("classic-v1").read_text())
+        for m in ("hold", "reproject", "oracle")
+    }
     for split in ("visible", "invisible"):
         block = summaries["oracle"]["subsets"]["all"][split]
-        assert block["psnr"]["mean"] == 100.0 and block["iou"]["mean"] == 1.0 and block["ssim"]["mean"] == pytest.approx(1)
+        assert (
+            block["psnr"]["mean"] == 100.0 and block["iou"]["mean"] == 1.0 and block["ssim"]["mean"] == pytest.approx(1)
+        )
     inv = {m: s["subsets"]["all"]["invisible"]["psnr"]["mean"] for m, s in summaries.items()}
     assert inv["reproject"] > inv["hold"]
     assert {s["subsets"]["all"]["cases"] for s in summaries.values()} == {4}
     assert {"dynamic", "static"} <= set(summaries["hold"]["subsets"])
     # The printed table: one row per model, the oracle perfect.
-    rows = {line.split()[0]: line.split()[1:] for line in output.splitlines() if line.split()[:1] in (["hold"], ["reproject"], ["oracle"])}
+    rows = {
+        line.split()[0]: line.split()[1:]
+        for line in output.splitlines()
+        if line.split()[:1] in (["hold"], ["reproject"], ["oracle"])
+    }
     assert rows["oracle"][:2] == ["100.0000", "100.0000"] and float(rows["reproject"][1]) > float(rows["hold"][1])
     assert f"done: open {out / 'report.html'}" in output
     # The loopback server is gone: its port refuses connections.
@@ -106,7 +122,9 @@ def test_the_report_warns_when_runs_are_not_comparable(demo_dir, tmp_path):
 def test_the_demo_refuses_a_used_directory(tmp_path):
     (tmp_path / "x").write_text("mine")
     result = CliRunner().invoke(main, ["demo", "--out", str(tmp_path), "--no-progress"])
-    assert result.exit_code == 1 and "exists and is not empty" in result.output and (tmp_path / "x").read_text() == "mine"
+    assert (
+        result.exit_code == 1 and "exists and is not empty" in result.output and (tmp_path / "x").read_text() == "mine"
+    )
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium (.ci/run installs it)")
@@ -130,7 +148,10 @@ def test_report_loads_in_headless_chromium(demo_dir, tmp_path):
         images = page.evaluate("Array.from(document.images).map(i => [i.alt, i.complete && i.naturalWidth > 0])")
         assert len(images) >= 7 and all(ok for _, ok in images), images
         assert page.locator("#leaderboard tbody tr").count() == 3
-        first_col = lambda: page.eval_on_selector_all("#leaderboard tbody tr", "rs => rs.map(r => r.cells[0].textContent)")  # noqa: E731
+
+        def first_col():
+            return page.eval_on_selector_all("#leaderboard tbody tr", "rs => rs.map(r => r.cells[0].textContent)")
+
         assert first_col() == ["hold", "reproject", "oracle"]
         page.click("#leaderboard th[data-col='3']")  # psnr inv, ascending
         assert first_col() == ["hold", "reproject", "oracle"]
@@ -153,7 +174,11 @@ def test_doctor_names_what_is_missing(tmp_path):
     env = {"IMAGEIO_FFMPEG_EXE": str(tmp_path / "no-ffmpeg"), "PATH": str(empty), "TORCH_HOME": str(tmp_path / "torch")}
     result = doctor("--for", "download", "--cache", str(tmp_path / "cache"), env=env)
     assert result.exit_code == 1
-    lines = {line.split()[1]: line for line in result.output.splitlines() if line.split()[:1] in (["ok"], ["MISSING"], ["missing"])}
+    lines = {
+        line.split()[1]: line
+        for line in result.output.splitlines()
+        if line.split()[:1] in (["ok"], ["MISSING"], ["missing"])
+    }
     assert lines["ffmpeg"].startswith("MISSING") and "1 missing for download: ffmpeg" in result.output
     assert "fix: pip install imageio-ffmpeg" in result.output
     assert lines["JavaScript"].startswith("missing")  # only YouTube needs it: reported, not fatal
@@ -162,7 +187,7 @@ def test_doctor_names_what_is_missing(tmp_path):
     try:
         import lpips  # noqa: F401
     except ImportError:
-        assert "pip install -e \".[lpips]\"" in result.output
+        assert 'pip install -e ".[lpips]"' in result.output
     else:  # torch is here; the AlexNet weights are not in the empty TORCH_HOME
         weights = next(line for line in result.output.splitlines() if "LPIPS AlexNet weights" in line)
         assert weights.startswith("missing") and str(tmp_path / "torch") in weights
@@ -175,7 +200,9 @@ def test_readme_starts_with_the_two_commands():
     root = Path(__file__).resolve().parents[1]
     lines = [line for line in (root / "README.md").read_text().splitlines() if line.startswith("python3 -m venv")]
     assert lines[0].endswith("&& .venv/bin/persistbench demo") and '".[test' in lines[1] and "pytest" in lines[1]
-    assert "grep -m1 '^python3 -m venv .venv && .venv/bin/pip install -e \".\\[test'" in (root / ".ci" / "run").read_text()
+    assert (
+        "grep -m1 '^python3 -m venv .venv && .venv/bin/pip install -e \".\\[test'" in (root / ".ci" / "run").read_text()
+    )
 
 
 def test_the_readme_first_command_runs_as_written(tmp_path):
@@ -184,8 +211,9 @@ def test_the_readme_first_command_runs_as_written(tmp_path):
 
     root = Path(__file__).resolve().parents[1]
     command = next(line for line in (root / "README.md").read_text().splitlines() if line.startswith("python3 -m venv"))
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=root, capture_output=True, text=True,
-                           check=True).stdout.splitlines()  # fmt: skip
+    files = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard"], cwd=root, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
     copy = tmp_path / "repo"
     for name in files:
         src = root / name

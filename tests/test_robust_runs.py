@@ -15,11 +15,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from processes import group_alive
 
 from persistbench import layout
 from persistbench.cli import main
 from persistbench.synth import SynthConfig, generate
-from processes import group_alive
 
 CFG = SynthConfig(scenes=4, seed=11, pano_size=(512, 256), view_size=(128, 96), n_frames=24, fps=8.0)
 
@@ -50,8 +50,11 @@ def kill_when(cmd: list[str], ready, timeout: float = 240) -> bool:
 
 def files(root: Path, skip: tuple[str, ...] = ()) -> dict[str, bytes]:
     """Every file's bytes (data.db included), without resume state, locks and the files named in ``skip``."""
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and layout.STATE_DIR not in p.parts and p.name not in skip}  # fmt: skip
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and layout.STATE_DIR not in p.parts and p.name not in skip
+    }
 
 
 def count(root: Path, pattern: str) -> int:
@@ -69,9 +72,11 @@ def scenes(tmp_path_factory) -> Path:
 def reference(scenes, tmp_path_factory) -> Path:
     """Uninterrupted single-worker download, hold predictions and scores: the bytes to match."""
     out = tmp_path_factory.mktemp("reference")
-    for args in (("download", "--recipes", scenes / "recipes.jsonl", "--output", out / "ds", "--cache", out / "cache"),
-                 ("infer", "--model", "hold", "--dataset", out / "ds", "--output", out / "run"),
-                 ("score", "--pred", out / "run", "--metrics", "psnr,iou")):  # fmt: skip
+    for args in (
+        ("download", "--recipes", scenes / "recipes.jsonl", "--output", out / "ds", "--cache", out / "cache"),
+        ("infer", "--model", "hold", "--dataset", out / "ds", "--output", out / "run"),
+        ("score", "--pred", out / "run", "--metrics", "psnr,iou"),
+    ):
         result = subprocess.run(command(*args, "--no-progress"), capture_output=True, text=True)
         assert result.returncode == 0, result.stderr
     return out
@@ -79,12 +84,24 @@ def reference(scenes, tmp_path_factory) -> Path:
 
 def test_download_killed_three_times_leaves_nothing_running_and_resumes_identically(scenes, reference, tmp_path):
     out = tmp_path / "ds"
-    cmd = command("download", "--no-progress", "--workers", "2", "--recipes", scenes / "recipes.jsonl",
-                  "--output", out, "--cache", reference / "cache")  # fmt: skip
+    cmd = command(
+        "download",
+        "--no-progress",
+        "--workers",
+        "2",
+        "--recipes",
+        scenes / "recipes.jsonl",
+        "--output",
+        out,
+        "--cache",
+        reference / "cache",
+    )
     records = lambda: len(layout.read_case_records(out)) if (out / "cases.jsonl").exists() else 0  # noqa: E731
-    kills = [kill_when(cmd, lambda: count(out, "*/*/view_0/frames/*.png") >= 10),  # both workers mid-case
-             kill_when(cmd, lambda: records() >= 1),
-             kill_when(cmd, lambda: records() >= 2 and count(out, "*/*/center/frames/*.png") >= 2 * 24 + 10)]  # fmt: skip
+    kills = [
+        kill_when(cmd, lambda: count(out, "*/*/view_0/frames/*.png") >= 10),  # both workers mid-case
+        kill_when(cmd, lambda: records() >= 1),
+        kill_when(cmd, lambda: records() >= 2 and count(out, "*/*/center/frames/*.png") >= 2 * 24 + 10),
+    ]
     assert any(kills) and records() < 4
     result = subprocess.run(cmd, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
@@ -93,13 +110,27 @@ def test_download_killed_three_times_leaves_nothing_running_and_resumes_identica
 
 def test_infer_killed_three_times_leaves_nothing_running_and_resumes_identically(reference, tmp_path):
     run = tmp_path / "run"
-    cmd = command("infer", "--no-progress", "--workers", "2", "--model", "hold", "--dataset", reference / "ds",
-                  "--output", run, "--resume")  # fmt: skip
-    first = command("infer", "--no-progress", "--workers", "2", "--model", "hold", "--dataset", reference / "ds",
-                    "--output", run)  # fmt: skip
-    kills = [kill_when(first, lambda: count(run, "*/*/frames/*.png") >= 5),
-             kill_when(cmd, lambda: count(run, "*/*/case.json") >= 1),
-             kill_when(cmd, lambda: count(run, "*/*/case.json") >= 2)]  # fmt: skip
+    cmd = command(
+        "infer",
+        "--no-progress",
+        "--workers",
+        "2",
+        "--model",
+        "hold",
+        "--dataset",
+        reference / "ds",
+        "--output",
+        run,
+        "--resume",
+    )
+    first = command(
+        "infer", "--no-progress", "--workers", "2", "--model", "hold", "--dataset", reference / "ds", "--output", run
+    )
+    kills = [
+        kill_when(first, lambda: count(run, "*/*/frames/*.png") >= 5),
+        kill_when(cmd, lambda: count(run, "*/*/case.json") >= 1),
+        kill_when(cmd, lambda: count(run, "*/*/case.json") >= 2),
+    ]
     assert any(kills) and count(run, "*/*/case.json") < 4
     result = subprocess.run(cmd, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
@@ -111,9 +142,11 @@ def test_score_killed_three_times_leaves_nothing_running_and_rescores_identicall
     run = Path(shutil.copytree(reference / "run", tmp_path / "run"))
     shutil.rmtree(run / "scores")
     cmd = command("score", "--no-progress", "--workers", "2", "--pred", run, "--metrics", "psnr,iou")
-    kills = [kill_when(cmd, lambda: count(run, "scores/*/.state/cases/*.json") >= 1),
-             kill_when(cmd, lambda: count(run, "scores/*/*/*.json") >= 1),
-             kill_when(cmd, lambda: count(run, "scores/*/*/*.json") >= 2)]  # fmt: skip
+    kills = [
+        kill_when(cmd, lambda: count(run, "scores/*/.state/cases/*.json") >= 1),
+        kill_when(cmd, lambda: count(run, "scores/*/*/*.json") >= 1),
+        kill_when(cmd, lambda: count(run, "scores/*/*/*.json") >= 2),
+    ]
     assert any(kills)
     result = subprocess.run(cmd, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
@@ -121,8 +154,16 @@ def test_score_killed_three_times_leaves_nothing_running_and_rescores_identicall
 
 
 def test_two_downloads_into_one_output_do_each_case_once(scenes, reference, tmp_path):
-    cmd = command("download", "--no-progress", "--recipes", scenes / "recipes.jsonl", "--output", tmp_path / "ds",
-                  "--cache", reference / "cache")  # fmt: skip
+    cmd = command(
+        "download",
+        "--no-progress",
+        "--recipes",
+        scenes / "recipes.jsonl",
+        "--output",
+        tmp_path / "ds",
+        "--cache",
+        reference / "cache",
+    )
     procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     outs = [p.communicate()[0] for p in procs]
     assert all(p.returncode == 0 for p in procs), outs
@@ -132,15 +173,19 @@ def test_two_downloads_into_one_output_do_each_case_once(scenes, reference, tmp_
 
 
 def test_two_infers_into_one_output(reference, tmp_path):
-    base = command("infer", "--no-progress", "--model", "hold", "--dataset", reference / "ds", "--output", tmp_path / "r")
+    base = command(
+        "infer", "--no-progress", "--model", "hold", "--dataset", reference / "ds", "--output", tmp_path / "r"
+    )
     procs = [subprocess.Popen(base, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     results = [(p.communicate(), p.returncode) for p in procs]
     codes = sorted(code for _, code in results)
     assert codes == [0, 1], results
     assert any("a run is already there" in err for (_, err), _ in results)
     shutil.rmtree(tmp_path / "r")
-    procs = [subprocess.Popen([*base, "--resume"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(2)]  # fmt: skip
+    procs = [
+        subprocess.Popen([*base, "--resume"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
     outs = [p.communicate()[0] for p in procs]
     assert all(p.returncode == 0 for p in procs), outs
     assert sum(int(o.split("done ")[1].split(",")[0]) for o in outs) == 4, outs
@@ -178,15 +223,22 @@ def _damage(root: Path, what: str) -> tuple[str, str]:
 
 # What the damage touches: the input view and cameras are read by infer and score, the target view's
 # frames and masks only by score (a model never sees them).
-DAMAGES = {"missing input frame": True, "wrong-size frame": False, "grayscale frame": False, "non-binary mask": False,
-           "NaN cameras": True, "incomplete case folder": True}  # fmt: skip
+DAMAGES = {
+    "missing input frame": True,
+    "wrong-size frame": False,
+    "grayscale frame": False,
+    "non-binary mask": False,
+    "NaN cameras": True,
+    "incomplete case folder": True,
+}
 
 
 @pytest.fixture(scope="module")
 def hold_run(dataset_dir, tmp_path_factory) -> Path:
     run = tmp_path_factory.mktemp("hold") / "run"
-    result = CliRunner().invoke(main, ["infer", "--no-progress", "--model", "hold", "--dataset", str(dataset_dir),
-                                       "--output", str(run)])  # fmt: skip
+    result = CliRunner().invoke(
+        main, ["infer", "--no-progress", "--model", "hold", "--dataset", str(dataset_dir), "--output", str(run)]
+    )
     assert result.exit_code == 0, result.output
     return run
 
@@ -194,12 +246,25 @@ def hold_run(dataset_dir, tmp_path_factory) -> Path:
 @pytest.mark.parametrize("what", DAMAGES)
 def test_damaged_ground_truth_is_refused_by_infer_and_score(dataset_copy, hold_run, tmp_path, what):
     case_id, message = _damage(dataset_copy, what)
-    result = CliRunner().invoke(main, ["infer", "--no-progress", "--model", "hold", "--dataset", str(dataset_copy),
-                                       "--output", str(tmp_path / "run")])  # fmt: skip
+    result = CliRunner().invoke(
+        main,
+        [
+            "infer",
+            "--no-progress",
+            "--model",
+            "hold",
+            "--dataset",
+            str(dataset_copy),
+            "--output",
+            str(tmp_path / "run"),
+        ],
+    )
     if DAMAGES[what]:
         assert result.exit_code == 1 and message in result.output and "failed 1" in result.output, result.output
-    result = CliRunner().invoke(main, ["score", "--no-progress", "--pred", str(hold_run), "--dataset", str(dataset_copy),
-                                       "--metrics", "psnr,iou"])  # fmt: skip
+    result = CliRunner().invoke(
+        main,
+        ["score", "--no-progress", "--pred", str(hold_run), "--dataset", str(dataset_copy), "--metrics", "psnr,iou"],
+    )
     assert result.exit_code == 1 and message in result.output and case_id in result.output, result.output
 
 
@@ -226,9 +291,11 @@ def test_verify_lists_every_problem_of_every_case(dataset_copy):
     layout.write_image(b.view("center").mask_paths[2], np.full((96, 128), 9, np.uint8))
     problems, n = verify_dataset(dataset_copy)
     assert n == 2
-    for needle in (f"{a.view('center').frame_paths[0]}: not a readable image",
-                   f"{b.view('view_0').mask_paths[1]}: not a readable image",
-                   f"{b.view('center').mask_paths[2]}: mask is not binary"):  # fmt: skip
+    for needle in (
+        f"{a.view('center').frame_paths[0]}: not a readable image",
+        f"{b.view('view_0').mask_paths[1]}: not a readable image",
+        f"{b.view('center').mask_paths[2]}: mask is not binary",
+    ):
         assert any(needle in p for p in problems), (needle, problems)
 
 
@@ -242,8 +309,9 @@ def test_score_metrics_list_must_not_be_empty(hold_run):
 
 def model_file(tmp_path: Path, body: str) -> str:
     path = tmp_path / "m.py"
-    path.write_text("import numpy as np, sys\nfrom persistbench.models import BaseModel, ModelOutput\n"
-                    f"class M(BaseModel):\n{body}")  # fmt: skip
+    path.write_text(
+        f"import numpy as np, sys\nfrom persistbench.models import BaseModel, ModelOutput\nclass M(BaseModel):\n{body}"
+    )
     return f"{path}:M"
 
 
@@ -252,9 +320,15 @@ HOLD = "    def predict(self, s):\n        return ModelOutput(np.repeat(s.input_
 
 def test_a_model_that_calls_sys_exit_fails_its_cases_only(dataset_dir, tmp_path):
     spec = model_file(tmp_path, "    def predict(self, s):\n        sys.exit(3)\n")
-    result = CliRunner().invoke(main, ["infer", "--no-progress", "--model", spec, "--dataset", str(dataset_dir),
-                                       "--output", str(tmp_path / "run")])  # fmt: skip
-    assert result.exit_code == 1 and "failed 2" in result.output and "model called sys.exit(3) in predict()" in result.output
+    result = CliRunner().invoke(
+        main,
+        ["infer", "--no-progress", "--model", spec, "--dataset", str(dataset_dir), "--output", str(tmp_path / "run")],
+    )
+    assert (
+        result.exit_code == 1
+        and "failed 2" in result.output
+        and "model called sys.exit(3) in predict()" in result.output
+    )
 
 
 @pytest.mark.parametrize(
@@ -270,8 +344,10 @@ def test_a_model_that_calls_sys_exit_fails_its_cases_only(dataset_dir, tmp_path)
 )
 def test_model_sampling_as_documented(dataset_dir, tmp_path, attrs, error):
     spec = model_file(tmp_path, attrs + HOLD)
-    result = CliRunner().invoke(main, ["infer", "--no-progress", "--model", spec, "--dataset", str(dataset_dir),
-                                       "--output", str(tmp_path / "run")])  # fmt: skip
+    result = CliRunner().invoke(
+        main,
+        ["infer", "--no-progress", "--model", spec, "--dataset", str(dataset_dir), "--output", str(tmp_path / "run")],
+    )
     if error is None:
         assert result.exit_code == 0, result.output
         info = json.loads((tmp_path / "run" / "run.json").read_text())
@@ -283,8 +359,9 @@ def test_model_sampling_as_documented(dataset_dir, tmp_path, attrs, error):
 
 def test_infer_on_a_folder_without_cases_is_a_usage_error(tmp_path):
     (tmp_path / "empty").mkdir()
-    result = CliRunner().invoke(main, ["infer", "--model", "hold", "--dataset", str(tmp_path / "empty"),
-                                       "--output", str(tmp_path / "run")])  # fmt: skip
+    result = CliRunner().invoke(
+        main, ["infer", "--model", "hold", "--dataset", str(tmp_path / "empty"), "--output", str(tmp_path / "run")]
+    )
     assert result.exit_code == 2 and "no cases" in result.output
     assert not (tmp_path / "run").exists()
 

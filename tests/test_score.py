@@ -28,8 +28,10 @@ def test_frame_sets_start_at_the_first_visible_frame():
 def runs(sample_ds, tmp_path_factory):
     root = tmp_path_factory.mktemp("runs")
     for model in ("oracle", "hold", "reproject"):
-        result = CliRunner().invoke(main, ["infer", "--no-progress", "--model", model, "--dataset", str(sample_ds),
-                                           "--output", str(root / model)])  # fmt: skip
+        result = CliRunner().invoke(
+            main,
+            ["infer", "--no-progress", "--model", model, "--dataset", str(sample_ds), "--output", str(root / model)],
+        )
         assert result.exit_code == 0, result.output
         result = CliRunner().invoke(main, ["score", "--no-progress", "--pred", str(root / model)])
         assert result.exit_code == 0, result.output
@@ -56,7 +58,10 @@ def test_oracle_is_perfect_and_flagged(runs):
 def test_reproject_beats_hold_off_screen(runs):
     hold, reproject = summary(runs / "hold"), summary(runs / "reproject")
     for subset in ("dynamic", "static"):
-        assert reproject["subsets"][subset]["invisible"]["psnr"]["mean"] > hold["subsets"][subset]["invisible"]["psnr"]["mean"]
+        assert (
+            reproject["subsets"][subset]["invisible"]["psnr"]["mean"]
+            > hold["subsets"][subset]["invisible"]["psnr"]["mean"]
+        )
         assert hold["subsets"][subset]["invisible"]["psnr"]["mean"] < 100
     lb = RunLayout(runs / "reproject").leaderboard_csv("classic-v1").read_text().splitlines()
     assert len(lb) == 2 and "static/invisible/psnr" in lb[0]
@@ -86,13 +91,18 @@ def test_aggregates_are_recomputable_from_the_case_files(runs, tmp_path):
 def test_eval_size_changes_the_protocol_hash_and_never_overwrites(runs, tmp_path):
     run = shutil.copytree(runs / "oracle", tmp_path / "small")
     before = RunLayout(run).summary_json("classic-v1").read_bytes()
-    result = CliRunner().invoke(main, ["score", "--no-progress", "--pred", str(run), "--eval-size", "192x256",
-                                       "--metrics", "psnr,iou"])  # fmt: skip
+    result = CliRunner().invoke(
+        main, ["score", "--no-progress", "--pred", str(run), "--eval-size", "192x256", "--metrics", "psnr,iou"]
+    )
     assert result.exit_code == 0, result.output
     derived = load_protocol("classic-v1", (192, 256))
-    assert derived.sha256 != load_protocol("classic-v1").sha256 and derived.dirname == f"classic-v1-{derived.sha256[:8]}"
+    assert (
+        derived.sha256 != load_protocol("classic-v1").sha256 and derived.dirname == f"classic-v1-{derived.sha256[:8]}"
+    )
     assert str(RunLayout(run).scores_dir(derived.dirname)) in result.output
-    assert RunLayout(run).summary_json("classic-v1").read_bytes() == before  # the shipped protocol's scores are untouched
+    assert (
+        RunLayout(run).summary_json("classic-v1").read_bytes() == before
+    )  # the shipped protocol's scores are untouched
     s = json.loads(RunLayout(run).summary_json(derived.dirname).read_text())
     assert s["protocol_sha256"] == derived.sha256 and s["scores_dir"] == derived.dirname
     assert s["subsets"]["all"]["invisible"]["psnr"]["mean"] == 100.0 and "ssim" not in s["subsets"]["all"]["visible"]
@@ -134,13 +144,19 @@ def test_wrong_sizes_name_the_file(runs, tmp_path):
 
 def scores_bytes(run):
     d = RunLayout(run).scores_dir("classic-v1")
-    return {p.relative_to(d).as_posix(): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file() and ".state" not in p.parts}
+    return {
+        p.relative_to(d).as_posix(): p.read_bytes()
+        for p in sorted(d.rglob("*"))
+        if p.is_file() and ".state" not in p.parts
+    }
 
 
 def test_shards_and_workers_give_byte_identical_scores(runs, tmp_path):
     ref = scores_bytes(runs / "reproject")
     assert "summary.json" in ref and len([k for k in ref if k.count("/") == 1]) == 8
-    two = shutil.copytree(runs / "reproject", tmp_path / "workers" / "reproject")  # the run is named after its directory
+    two = shutil.copytree(
+        runs / "reproject", tmp_path / "workers" / "reproject"
+    )  # the run is named after its directory
     shutil.rmtree(RunLayout(two).scores_dir("classic-v1"))
     score_cli("--pred", two, "--workers", "2")
     assert scores_bytes(two) == ref
@@ -182,8 +198,10 @@ def test_public_toolkit_output_is_scored(sample_ds, tmp_path):
         view = case.view("center")
         box = crop_box((view.mask(0).shape[1], view.mask(0).shape[0]), reso)
         for i, t in enumerate(sample_indices(case.n_frames, length)):
-            write_image(RunLayout(run).public_prediction_dir(case.case_id) / f"{i:05d}.png",
-                        crop_resize(view.frame(t), box, reso[::-1]))  # fmt: skip
+            write_image(
+                RunLayout(run).public_prediction_dir(case.case_id) / f"{i:05d}.png",
+                crop_resize(view.frame(t), box, reso[::-1]),
+            )
     result = CliRunner().invoke(main, ["score", "--no-progress", "--pred", str(run), "--metrics", "psnr,iou"])
     assert result.exit_code == 2 and "pass --dataset" in result.output
     score_cli("--pred", run, "--dataset", sample_ds, "--metrics", "psnr,iou")

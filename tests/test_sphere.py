@@ -74,9 +74,7 @@ def test_intrinsics_follow_design_formula():
     assert sphere.hfov_from_intrinsics(k) == pytest.approx(np.pi / 2)
 
 
-angles = st.tuples(
-    st.floats(-np.pi, np.pi), st.floats(-np.pi / 2 + 1e-3, np.pi / 2 - 1e-3), st.floats(-np.pi, np.pi)
-)
+angles = st.tuples(st.floats(-np.pi, np.pi), st.floats(-np.pi / 2 + 1e-3, np.pi / 2 - 1e-3), st.floats(-np.pi, np.pi))
 
 
 @given(angles)
@@ -109,9 +107,13 @@ def test_direction_round_trip(lon, lat):
 
 POSES = [
     *[tuple(a) for a in np.random.default_rng(0).uniform([-np.pi, -1.3, -np.pi], [np.pi, 1.3, np.pi], (6, 3))],
-    (np.pi, 0.0, 0.0), (-np.pi, 0.2, 0.1), (np.deg2rad(179.9), -0.1, 0.0),  # the seam
-    (0.3, np.deg2rad(89), 0.0), (-1.0, np.deg2rad(-89), 0.5), (2.0, np.deg2rad(89), -1.0),  # the poles
-]  # fmt: skip
+    (np.pi, 0.0, 0.0),
+    (-np.pi, 0.2, 0.1),
+    (np.deg2rad(179.9), -0.1, 0.0),  # the seam
+    (0.3, np.deg2rad(89), 0.0),
+    (-1.0, np.deg2rad(-89), 0.5),
+    (2.0, np.deg2rad(89), -1.0),  # the poles
+]
 
 
 @pytest.mark.parametrize("ypr", POSES, ids=[f"y{np.rad2deg(p[0]):.0f}_p{np.rad2deg(p[1]):.0f}" for p in POSES])
@@ -199,7 +201,9 @@ def test_transposed_mask_paths_agree():
     for ypr in [(np.pi, 0.0, 0.0), (-1.0, 1.4, 0.3), (2.0, -1.5, 0.0)]:
         r = sphere.rotation_from_ypr(*ypr)
         maps = sphere.equirect_to_perspective_maps(r, K, VIEW, PANO)
-        np.testing.assert_array_equal(sphere.remap_nearest(mask.T.copy(), maps, transposed=True), sphere.remap_nearest(mask, maps))
+        np.testing.assert_array_equal(
+            sphere.remap_nearest(mask.T.copy(), maps, transposed=True), sphere.remap_nearest(mask, maps)
+        )
         got = sphere.visibility_fraction(mask.T.copy(), r, K, VIEW, transposed=True)
         assert got == pytest.approx(sphere.visibility_fraction(mask, r, K, VIEW), rel=1e-12)  # summation order
 
@@ -269,9 +273,14 @@ def cap_mask(center, radius, pano_size=PANO):
 
 @pytest.mark.parametrize(
     "obj_lonlat,view_ypr",
-    [((0.0, 0.0), (0.9, 0.0, 0.0)), ((1.0, 0.5), (0.3, 0.2, 0.3)), ((3.1, -0.2), (-2.5, 0.1, 0.0)),
-     ((0.0, 1.3), (0.5, 0.7, 0.0)), ((-0.5, 0.0), (-0.5 + 0.75, 0.55, 0.4))],
-)  # fmt: skip
+    [
+        ((0.0, 0.0), (0.9, 0.0, 0.0)),
+        ((1.0, 0.5), (0.3, 0.2, 0.3)),
+        ((3.1, -0.2), (-2.5, 0.1, 0.0)),
+        ((0.0, 1.3), (0.5, 0.7, 0.0)),
+        ((-0.5, 0.0), (-0.5 + 0.75, 0.55, 0.4)),
+    ],
+)
 def test_visibility_matches_analytic_integral(obj_lonlat, view_ypr):
     center = sphere.direction_from_lonlat(*obj_lonlat)
     radius = np.deg2rad(12)

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-
 from conftest import SMALL
+
 from persistbench import sphere
 from persistbench.cli import main
 from persistbench.layout import Dataset
@@ -46,7 +46,9 @@ def test_motion_and_camera_schedules(synth_dir):
         speed = SMALL.speed_deg_s / SMALL.fps if r.subset == "dynamic" else 0.0
         np.testing.assert_allclose(steps, speed, atol=1e-4)
         # center tracks the object.
-        np.testing.assert_allclose(r.views["center"]["yaw_deg"], (np.array(t["object_lon_deg"]) + 180) % 360 - 180, atol=1e-5)
+        np.testing.assert_allclose(
+            r.views["center"]["yaw_deg"], (np.array(t["object_lon_deg"]) + 180) % 360 - 180, atol=1e-5
+        )
         # view_0 starts on it, loses it completely for the window, and comes back.
         vis = np.array(t["view_0_visibility"])
         assert vis[0] == 1.0 and vis[-1] == 1.0

@@ -85,15 +85,26 @@ def _not_in_index(root):
 
 def _unsafe_pickle(root):
     case = first_case(root)
-    case.theta_phi_path.write_bytes(case.theta_phi_path.read_bytes().replace(b"numpy._core.multiarray", b"numpy._core.multiarrax"))
+    case.theta_phi_path.write_bytes(
+        case.theta_phi_path.read_bytes().replace(b"numpy._core.multiarray", b"numpy._core.multiarrax")
+    )
     return case.theta_phi_path, "unsafe or malformed"
 
 
 @pytest.mark.parametrize(
     "damage",
-    [_grey_mask, _drop_frame, _bad_rotation, _bad_focal, _visibility_out_of_range, _short_visibility,
-     _tampered_frame, _not_in_index, _unsafe_pickle],
-)  # fmt: skip
+    [
+        _grey_mask,
+        _drop_frame,
+        _bad_rotation,
+        _bad_focal,
+        _visibility_out_of_range,
+        _short_visibility,
+        _tampered_frame,
+        _not_in_index,
+        _unsafe_pickle,
+    ],
+)
 def test_damage_is_reported(dataset_copy, damage):
     where, message = damage(dataset_copy)
     problems, n = verify_dataset(dataset_copy)

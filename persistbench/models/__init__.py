@@ -72,7 +72,9 @@ def resolve(spec: str) -> Callable[..., BaseModel]:
     if sep and target:
         return _from_module(target, name, spec)
     known = ", ".join(sorted(BUILTINS) + sorted(registered))
-    raise PersistbenchError(f"--model {spec}: unknown model; use one of {known}, file.py:Class, module:Class or cmd:...")
+    raise PersistbenchError(
+        f"--model {spec}: unknown model; use one of {known}, file.py:Class, module:Class or cmd:..."
+    )
 
 
 def load_model(spec: str, device: str = "cpu", config: dict | None = None) -> BaseModel:

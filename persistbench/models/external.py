@@ -28,12 +28,14 @@ from ..errors import PersistbenchError
 from ..layout import frame_name, image_size, list_images, read_image, read_json, write_image, write_json
 from .base import BaseModel, ModelInput, ModelOutput
 
-
 MAX_PANORAMA = (16384, 8192)  # (w, h): the largest frame an external program may return
 
 
 def _camera_json(cameras: dict) -> dict:
-    return {"cam_poses": np.asarray(cameras["cam_poses"]).tolist(), "cam_intrinsic": np.asarray(cameras["cam_intrinsic"]).tolist()}
+    return {
+        "cam_poses": np.asarray(cameras["cam_poses"]).tolist(),
+        "cam_intrinsic": np.asarray(cameras["cam_intrinsic"]).tolist(),
+    }
 
 
 class CommandModel(BaseModel):
@@ -46,8 +48,15 @@ class CommandModel(BaseModel):
         log_dir: where each case's stderr is kept (``<log_dir>/<uid>.log``); set by the runner.
     """
 
-    def __init__(self, device: str = "cpu", command: str = "", num_frames: int = -1,
-                 resolution: tuple[int, int] | list[int] = (-1, -1), timeout: float = 600.0, **kwargs) -> None:  # fmt: skip
+    def __init__(
+        self,
+        device: str = "cpu",
+        command: str = "",
+        num_frames: int = -1,
+        resolution: tuple[int, int] | list[int] = (-1, -1),
+        timeout: float = 600.0,
+        **kwargs,
+    ) -> None:
         super().__init__(device)
         if "{input}" not in command or "{output}" not in command:
             raise PersistbenchError(f"cmd:{command}: the command must contain {{input}} and {{output}}")
@@ -66,8 +75,15 @@ class CommandModel(BaseModel):
                 write_image(inp / "frames" / frame_name(t), frame)
             write_json(inp / "input_cameras.json", _camera_json(sample.input_cameras))
             write_json(inp / "target_cameras.json", _camera_json(sample.target_cameras))
-            write_json(inp / "request.json", {"uid": sample.uid, "num_frames": self.num_frames,
-                                              "resolution": list(self.resolution), "n_frames": len(frames)})  # fmt: skip
+            write_json(
+                inp / "request.json",
+                {
+                    "uid": sample.uid,
+                    "num_frames": self.num_frames,
+                    "resolution": list(self.resolution),
+                    "n_frames": len(frames),
+                },
+            )
             args = [a.replace("{input}", str(inp)).replace("{output}", str(out)) for a in shlex.split(self.command)]
             log = self.log_dir / f"{sample.uid}.log" if self.log_dir is not None else Path(tmp) / "stderr.log"
             log.parent.mkdir(parents=True, exist_ok=True)
@@ -82,7 +98,9 @@ class CommandModel(BaseModel):
         on timeout and when it ends (grandchildren included), so nothing it started outlives the case."""
         with open(log, "wb") as sink:
             try:
-                proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=sink, stderr=sink, start_new_session=True)
+                proc = subprocess.Popen(
+                    args, stdin=subprocess.DEVNULL, stdout=sink, stderr=sink, start_new_session=True
+                )
             except OSError as e:
                 raise PersistbenchError(f"{uid}: cannot run {args[0]}: {e.strerror}") from None
             try:
@@ -118,7 +136,9 @@ def _read_output(out: Path, sample: ModelInput, program: str) -> ModelOutput:
     paths = list_images(out / "frames")
     mask_paths = list_images(out / "masks")
     if len(paths) != n or mask_paths and len(mask_paths) != n:
-        raise PersistbenchError(f"{sample.uid}: {program} wrote {len(paths)} frames and {len(mask_paths)} masks, expected {n}")
+        raise PersistbenchError(
+            f"{sample.uid}: {program} wrote {len(paths)} frames and {len(mask_paths)} masks, expected {n}"
+        )
     for p in paths + mask_paths:
         size = image_size(p)
         if projection == "perspective" and size != (w, h) or size[0] > MAX_PANORAMA[0] or size[1] > MAX_PANORAMA[1]:
