@@ -34,6 +34,7 @@ from .layout import (
     sha256_file,
     write_json,
 )
+from .names import remove_tree
 
 DEFAULT_REPO = "persistbench/persistbench"
 FETCH_JSON = "fetch.json"
@@ -131,12 +132,11 @@ def extract_shard(shard: Path, output: Path, expected: set[str] | None = None) -
                         shutil.copyfileobj(src, dst, _CHUNK)
                 for rel in pairs:
                     dest = output / rel
-                    if dest.exists():
-                        shutil.rmtree(dest)
+                    remove_tree(output, dest)  # an older copy of the pair
                     dest.parent.mkdir(parents=True, exist_ok=True)
                     os.replace(staging / rel, dest)
             finally:
-                shutil.rmtree(staging, ignore_errors=True)
+                remove_tree(output, staging)
     except (tarfile.TarError, EOFError) as e:
         raise PersistbenchError(f"{shard.name}: not a readable tar: {e}") from None
     return pairs

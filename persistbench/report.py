@@ -186,7 +186,7 @@ def contact_sheet(case, run: RunLayout, result: dict, height: int = 96) -> bytes
         pred = cv2.resize(read_image(pred_frames[i]), (w, h), interpolation=cv2.INTER_AREA)
         overlay = _outline(pred.copy(), case.view("center").mask(t) > 0, (0, 200, 0))
         if pred_masks:
-            m = cv2.resize(read_image(pred_masks[i], gray=True), (w, h), interpolation=cv2.INTER_NEAREST) > 0
+            m = cv2.resize(read_image(pred_masks[i], gray=True), (w, h), interpolation=cv2.INTER_NEAREST_EXACT) > 0
             overlay = _outline(overlay, m, (230, 0, 0))
         for row, image in zip(rows, (views["view_0"][t], gt, pred, overlay)):
             row.append(cv2.resize(image, (round(w * height / h), height), interpolation=cv2.INTER_AREA))
