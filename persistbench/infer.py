@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import atexit
 import functools
-import hashlib
 import json
 import time
 from dataclasses import dataclass
@@ -29,73 +28,13 @@ from .layout import (
     check_writable,
     file_lock,
     read_json,
-    sha256_file,
     write_image,
     write_json,
 )
 from .models import BaseModel, ModelInput, ModelOutput, load_model, resolve
 from .names import remove_tree
+from .sampling import adjust_intrinsics, crop_box, sample_indices, sampled_frames, sampled_masks, target_size
 from .verify import require_usable
-
-# ---------------------------------------------------------------- sampling (pure)
-
-
-def sample_indices(n_frames: int, num_frames: int) -> np.ndarray:
-    """Frame indices ``np.linspace(0, T-1, n).round()``; ``num_frames <= 0`` takes every frame."""
-    n = n_frames if num_frames is None or num_frames <= 0 else num_frames
-    return np.linspace(0, n_frames - 1, n).round().astype(np.int64)
-
-
-def crop_box(size: tuple[int, int], resolution: tuple[int, int]) -> tuple[int, int, int, int]:
-    """Centre crop ``(x0, y0, w, h)`` of an image of ``size`` = (w, h) to the aspect of ``resolution`` = (h, w).
-
-    ``-1`` in ``resolution`` keeps the dataset's size (no crop).
-    """
-    w, h = size
-    rh, rw = resolution
-    if rh <= 0 or rw <= 0:
-        return 0, 0, w, h
-    if w * rh > h * rw:  # too wide: crop the width
-        cw, ch = round(h * rw / rh), h
-    else:
-        cw, ch = w, round(w * rh / rw)
-    return (w - cw) // 2, (h - ch) // 2, cw, ch
-
-
-def target_size(size: tuple[int, int], resolution: tuple[int, int]) -> tuple[int, int]:
-    """Output ``(w, h)``: the model's resolution, or the dataset's where it says -1."""
-    rh, rw = resolution
-    return (size[0], size[1]) if rh <= 0 or rw <= 0 else (rw, rh)
-
-
-def adjust_intrinsics(k: np.ndarray, box: tuple[int, int, int, int], out: tuple[int, int]) -> np.ndarray:
-    """Intrinsics after cropping to ``box`` = (x0, y0, w, h) and resizing to ``out`` = (w, h).
-
-    Pixel centres at +0.5: a continuous coordinate x maps to ``(x - x0) * out_w / w``.
-    """
-    x0, y0, cw, ch = box
-    sx, sy = out[0] / cw, out[1] / ch
-    k2 = np.array(k, np.float64)
-    k2[0, 0], k2[0, 2] = k[0, 0] * sx, (k[0, 2] - x0) * sx
-    k2[1, 1], k2[1, 2] = k[1, 1] * sy, (k[1, 2] - y0) * sy
-    return k2
-
-
-def crop_resize(
-    image: np.ndarray, box: tuple[int, int, int, int], out: tuple[int, int], nearest: bool = False
-) -> np.ndarray:
-    """Crop ``image`` to ``box`` and resize to ``out`` (area when shrinking, linear when enlarging)."""
-    import cv2
-
-    x0, y0, cw, ch = box
-    crop = image[y0 : y0 + ch, x0 : x0 + cw]
-    if (cw, ch) == tuple(out):
-        return np.ascontiguousarray(crop)
-    # Masks: centre-aligned nearest (source pixel floor((i + 0.5) * s), as PIL's NEAREST); cv2's
-    # INTER_NEAREST takes floor(i * s) and shifts masks by up to half a pixel against the RGB.
-    interp = cv2.INTER_NEAREST_EXACT if nearest else cv2.INTER_AREA if out[0] < cw else cv2.INTER_LINEAR
-    return cv2.resize(crop, tuple(out), interpolation=interp)
-
 
 # ---------------------------------------------------------------- output validation (pure)
 
@@ -208,18 +147,6 @@ def protocol_of(model: object, name: str) -> dict:
     }
 
 
-def sampled_frames(view, idx: np.ndarray, box, out_size) -> np.ndarray:
-    """The view's frames at ``idx``, cropped and resized: ``[n, h, w, 3]`` uint8 (one decode pass)."""
-    wanted = set(idx.tolist())
-    picked = {t: crop_resize(f, box, out_size) for t, f in enumerate(view.frames()) if t in wanted}
-    return np.stack([picked[t] for t in idx.tolist()])
-
-
-def sampled_masks(view, idx: np.ndarray, box, out_size) -> np.ndarray:
-    """The view's masks at ``idx``, cropped and resized (nearest): ``[n, h, w]`` bool."""
-    return np.stack([crop_resize(view.mask(t), box, out_size, nearest=True) > 0 for t in idx.tolist()])
-
-
 def _cameras(view, idx: np.ndarray, box, out_size) -> dict:
     cam = view.camera()
     return {
@@ -306,29 +233,8 @@ def _write_case(run: RunLayout, subset, case_id, idx, frames, masks, projection,
 # ---------------------------------------------------------------- the run
 
 
-def dataset_fingerprint(ds: Dataset) -> str:
-    """sha256 of ``cases.jsonl`` (file checksums of every case), or of every case's cameras when absent."""
-    if ds.cases_jsonl.is_file():
-        return sha256_file(ds.cases_jsonl)
-    h = hashlib.sha256()
-    for case in ds.cases():
-        h.update(f"{case.subset}/{case.case_id}\n".encode())
-        for view in ("view_0", "center"):
-            h.update(case.view(view).camera_path.read_bytes())
-    return h.hexdigest()
-
-
-def case_record(run: RunLayout, subset: str, case_id: str) -> dict | None:
-    """The case's ``case.json`` when the case is complete (it is written last), else None."""
-    try:
-        info = read_json(run.case_json(subset, case_id))
-    except PersistbenchError:
-        return None
-    return info if info.get("uid") == case_id else None
-
-
 def _predicted(key: tuple[str, str], run: RunLayout) -> bool:
-    return case_record(run, *key) is not None
+    return run.case_record(*key) is not None
 
 
 def start_run(opts: InferOptions, resume: bool, overwrite: bool) -> dict:
@@ -345,7 +251,7 @@ def start_run(opts: InferOptions, resume: bool, overwrite: bool) -> dict:
         "device": opts.device,
         "oracle": bool(getattr(model, "uses_ground_truth", False)),
         "protocol": protocol_of(model, opts.model),
-        "dataset": {"root": str(ds.root.resolve()), "fingerprint": dataset_fingerprint(ds)},
+        "dataset": {"root": str(ds.root.resolve()), "fingerprint": ds.fingerprint()},
         "toolkit_version": __version__,
         "model_class": f"{type(model).__module__}.{type(model).__qualname__}"
         if isinstance(factory, functools.partial)

@@ -582,6 +582,17 @@ class Dataset:
     def state_dir(self) -> Path:
         return self.root / STATE_DIR
 
+    def fingerprint(self) -> str:
+        """sha256 of ``cases.jsonl`` (file checksums of every case), or of every case's cameras when absent."""
+        if self.cases_jsonl.is_file():
+            return sha256_file(self.cases_jsonl)
+        h = hashlib.sha256()
+        for case in self.cases():
+            h.update(f"{case.subset}/{case.case_id}\n".encode())
+            for view in VIEWS:
+                h.update(case.view(view).camera_path.read_bytes())
+        return h.hexdigest()
+
     def index_rows(self) -> list[dict]:
         return read_index(self.root)
 
@@ -752,6 +763,14 @@ class RunLayout:
 
     def case_json(self, subset: str, case_id: str) -> Path:
         return self.case_dir(subset, case_id) / "case.json"
+
+    def case_record(self, subset: str, case_id: str) -> dict | None:
+        """The case's ``case.json`` when the case is complete (it is written last), else None."""
+        try:
+            info = read_json(self.case_json(subset, case_id))
+        except PersistbenchError:
+            return None
+        return info if isinstance(info, dict) and info.get("uid") == case_id else None
 
     @property
     def log_dir(self) -> Path:

@@ -26,16 +26,6 @@ import numpy as np
 
 from . import __version__, metrics, runner
 from .errors import PersistbenchError
-from .infer import (
-    case_record,
-    crop_box,
-    crop_resize,
-    dataset_fingerprint,
-    sample_indices,
-    sampled_frames,
-    sampled_masks,
-    target_size,
-)
 from .layout import (
     STATE_DIR,
     VIEWS,
@@ -51,6 +41,7 @@ from .layout import (
     write_text,
 )
 from .names import check_name, name_problem
+from .sampling import crop_box, crop_resize, sample_indices, sampled_frames, sampled_masks, target_size
 from .segment import TemplateTracker
 from .verify import require_usable
 
@@ -229,7 +220,7 @@ def read_prediction(run: RunLayout, run_info: dict, case: Case) -> Prediction | 
     public = PublicRun.from_run_info(run_info, run.run_json)
     if public is not None:
         return _public_prediction(run, public, case, tuple(full))
-    info = case_record(run, case.subset, case.case_id)
+    info = run.case_record(case.subset, case.case_id)
     if info is None:
         return None
     where = run.case_json(case.subset, case.case_id)
@@ -505,7 +496,7 @@ def score(
     if not isinstance(run_info, dict):
         raise PersistbenchError(f"{run.run_json}: must hold a JSON object")
     ds = Dataset(opts.dataset)
-    fingerprint = dataset_fingerprint(ds)
+    fingerprint = ds.fingerprint()
     recorded = run_info.get("dataset", {}).get("fingerprint") if isinstance(run_info.get("dataset"), dict) else None
     if recorded and recorded != fingerprint:
         raise PersistbenchError(

@@ -488,7 +488,7 @@ def test_masks_are_resized_centre_aligned_and_scored_like_scikit_image(tmp_path,
     from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
     from persistbench import metrics
-    from persistbench.infer import crop_resize
+    from persistbench.sampling import crop_resize
     from persistbench.score import _read_all
 
     rng = np.random.default_rng(sum(size) + sum(out))

@@ -16,9 +16,9 @@ from click.testing import CliRunner
 from persistbench import BaseModel, ModelInput, ModelOutput, layout
 from persistbench.cli import main
 from persistbench.download import resolve_recipes
-from persistbench.infer import adjust_intrinsics, crop_box, sample_indices
 from persistbench.recipes import load_recipes
 from persistbench.reconstruct import clip_frames
+from persistbench.sampling import adjust_intrinsics, crop_box, sample_indices
 
 ROOT = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve()

@@ -18,8 +18,8 @@ import pytest
 from click.testing import CliRunner
 
 from persistbench.cli import main
-from persistbench.infer import crop_box, crop_resize, sample_indices, target_size
 from persistbench.layout import Dataset, RunLayout, save_npy_dict, write_image, write_json
+from persistbench.sampling import crop_box, crop_resize, sample_indices, target_size
 
 
 def public_tree(ds: Path, out: Path, length: int, reso: list[int] | int, drop: int | None = None) -> Path:

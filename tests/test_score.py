@@ -10,8 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from persistbench.cli import main
-from persistbench.infer import crop_box, crop_resize, sample_indices
 from persistbench.layout import Dataset, RunLayout, write_image, write_json
+from persistbench.sampling import crop_box, crop_resize, sample_indices
 from persistbench.score import frame_sets, load_protocol
 
 
