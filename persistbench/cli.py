@@ -82,6 +82,47 @@ def _hw(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[
     return None if value is None else _size(value, "HEIGHT", "WIDTH")
 
 
+def _shard(ctx: click.Context, param: click.Parameter, value: str | None):
+    from .runner import Shard
+
+    try:
+        return Shard.parse(value) if value else None
+    except PersistbenchError as e:
+        raise click.BadParameter(str(e)) from None
+
+
+# Options that several commands share, defined once.
+LIMIT = click.option(
+    "--limit", type=click.IntRange(1), default=None, help="Only the first N cases of the deterministic order."
+)
+SUBSET = click.option("--subset", type=click.Choice(["dynamic", "static"]), default=None, help="Only this subset.")
+NO_PROGRESS = click.option("--no-progress", is_flag=True, help="No progress bars.")
+
+
+def output_option(help: str, default: str | None = None, file: bool = False):
+    """``--output`` (alias ``--out``): where a command writes; a folder unless ``file``."""
+    kind = click.Path(dir_okay=False) if file else click.Path(file_okay=False)
+    required = default is None
+    return click.option(
+        "--output",
+        "--out",
+        "output",
+        required=required,
+        default=default,
+        show_default=not required,
+        type=kind,
+        help=help,
+    )
+
+
+def workers_option(help: str = "Cases in parallel processes.", default: int = 1):
+    return click.option("--workers", type=click.IntRange(1), default=default, show_default=True, help=help)
+
+
+def shard_option(help: str = "Only shard K of N (0-based) of the selected cases."):
+    return click.option("--shard", default=None, metavar="K/N", callback=_shard, help=help)
+
+
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="persistbench")
 def main() -> None:
@@ -89,7 +130,7 @@ def main() -> None:
 
 
 @main.command()
-@click.option("--output", "--out", "out", required=True, type=click.Path(file_okay=False), help="Output directory.")
+@output_option("Output directory.")
 @click.option(
     "--config",
     "config_file",
@@ -133,13 +174,13 @@ def main() -> None:
     help="Object angular radius, degrees.",
 )
 @click.pass_context
-def synth(ctx: click.Context, out, config_file, base_url, **options) -> None:
+def synth(ctx: click.Context, output, config_file, base_url, **options) -> None:
     """Write procedural 360-degree scenes: source clips, recipes.jsonl and analytic truth.
 
     \b
     Example:
-      persistbench synth --out synth --scenes 4 --seed 0
-      persistbench synth --config configs/sample.json --out sample
+      persistbench synth --output synth --scenes 4 --seed 0
+      persistbench synth --config configs/sample.json --output sample
     """
     import dataclasses
     import json
@@ -165,8 +206,8 @@ def synth(ctx: click.Context, out, config_file, base_url, **options) -> None:
         cfg = SynthConfig(**values)
     except (TypeError, ValueError) as e:
         raise click.UsageError(str(e)) from None
-    check_writable(out)
-    recipes = generate(out, cfg, base_url, progress=True)
+    check_writable(output)
+    recipes = generate(output, cfg, base_url, progress=True)
     click.echo(f"wrote {cfg.scenes} scenes: {recipes}")
 
 
@@ -176,18 +217,14 @@ def synth(ctx: click.Context, out, config_file, base_url, **options) -> None:
     default=None,
     help="Recipes: a path, an http(s):// URL or hf://OWNER/REPO/PATH[@REV]. Default: the bundled sample.",
 )
-@click.option(
-    "--output", default="reconstructed", show_default=True, type=click.Path(file_okay=False), help="Dataset root."
-)
+@output_option("Dataset root.", default="reconstructed")
 @click.option(
     "--cache", default=DEFAULT_CACHE, show_default=True, type=click.Path(file_okay=False), help="Source clip cache."
 )
-@click.option(
-    "--limit", type=click.IntRange(1), default=None, help="Only the first N cases of the deterministic order."
-)
-@click.option("--subset", type=click.Choice(["dynamic", "static"]), default=None)
-@click.option("--workers", type=click.IntRange(1), default=1, show_default=True, help="Cases in parallel processes.")
-@click.option("--shard", default=None, metavar="K/N", help="Only shard K of N (0-based) of the selected cases.")
+@LIMIT
+@SUBSET
+@workers_option()
+@shard_option()
 @click.option("--frame-format", type=click.Choice(["png", "jpg"]), default="png", show_default=True)
 @click.option("--download-only", is_flag=True, help="Fetch the source clips into the cache; reconstruct nothing.")
 @click.option("--dry-run", is_flag=True, help="Print what would be done and exit.")
@@ -203,7 +240,7 @@ def synth(ctx: click.Context, out, config_file, base_url, **options) -> None:
     help="Already-downloaded clips named <source id>.<ext>; nothing is downloaded.",
 )
 @click.option("--accept-changed-sources", is_flag=True, help="Reconstruct even when a source's fingerprint differs.")
-@click.option("--no-progress", is_flag=True, help="No progress bars.")
+@NO_PROGRESS
 def download(
     recipes,
     output,
@@ -234,7 +271,7 @@ def download(
 
     from .download import DownloadOptions, plan, resolve_recipes
     from .download import download as run_download
-    from .runner import Shard, summary
+    from .runner import summary
     from .sources import SourceOptions, cached_clip
 
     source = resolve_recipes(recipes, Path(cache))
@@ -254,7 +291,7 @@ def download(
         limit=limit,
         subset=subset,
         workers=workers,
-        shard=Shard.parse(shard) if shard else None,
+        shard=shard,
         frame_format=frame_format,
         download_only=download_only,
         accept_changed_sources=accept_changed_sources,
@@ -283,7 +320,7 @@ def download(
     help="hold | reproject | oracle | an entry point name | file.py:Class | module:Class | 'cmd:PROGRAM {input} {output}'",
 )
 @click.option("--dataset", required=True, type=click.Path(file_okay=False, exists=True), help="Dataset root.")
-@click.option("--output", required=True, type=click.Path(file_okay=False), help="Run directory, e.g. runs/NAME.")
+@output_option("Run directory, e.g. runs/NAME.")
 @click.option(
     "--model-config",
     type=click.Path(dir_okay=False, exists=True),
@@ -291,19 +328,13 @@ def download(
     help="JSON object of keyword arguments for the model's constructor.",
 )
 @click.option("--device", default="cpu", show_default=True, help="Handed to the model.")
-@click.option("--limit", type=click.IntRange(1), default=None)
-@click.option("--subset", type=click.Choice(["dynamic", "static"]), default=None)
-@click.option("--shard", default=None, metavar="K/N")
-@click.option(
-    "--workers",
-    type=click.IntRange(1),
-    default=1,
-    show_default=True,
-    help="Cases in parallel processes (one model each).",
-)
+@LIMIT
+@SUBSET
+@shard_option()
+@workers_option("Cases in parallel processes (one model each).")
 @click.option("--resume", is_flag=True, help="Continue a run: cases without case.json are (re)done.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing run.")
-@click.option("--no-progress", is_flag=True)
+@NO_PROGRESS
 def infer(
     model_spec, dataset, output, model_config, device, limit, subset, shard, workers, resume, overwrite, no_progress
 ) -> None:
@@ -320,7 +351,7 @@ def infer(
 
     from .infer import InferOptions
     from .infer import infer as run_infer
-    from .runner import Shard, summary
+    from .runner import summary
 
     if resume and overwrite:
         raise click.UsageError("--resume and --overwrite exclude each other")
@@ -337,7 +368,7 @@ def infer(
         opts,
         limit=limit,
         subset=subset,
-        shard=Shard.parse(shard) if shard else None,
+        shard=shard,
         workers=workers,
         resume=resume,
         overwrite=overwrite,
@@ -382,10 +413,8 @@ def infer(
 @click.option(
     "--allow-download", is_flag=True, help="Download the AlexNet weights into the torch hub cache if missing."
 )
-@click.option("--workers", type=click.IntRange(1), default=1, show_default=True)
-@click.option(
-    "--shard", default=None, metavar="K/N", help="Score every N-th case from the K-th; then --aggregate-only."
-)
+@workers_option()
+@shard_option("Score every N-th case from the K-th; then --aggregate-only.")
 @click.option(
     "--resume", is_flag=True, help="Keep per-case scores that are up to date (same protocol, metrics, prediction)."
 )
@@ -393,7 +422,7 @@ def infer(
     "--allow-partial", is_flag=True, help="Score the predicted cases even if some are missing (stated in every output)."
 )
 @click.option("--aggregate-only", is_flag=True, help="Recompute the aggregates from the per-case files.")
-@click.option("--no-progress", is_flag=True)
+@NO_PROGRESS
 def score(
     pred,
     dataset,
@@ -425,7 +454,6 @@ def score(
     from pathlib import Path
 
     from .layout import RunLayout, check_writable, read_json
-    from .runner import Shard
     from .score import METRICS, ScoreOptions, load_protocol
     from .score import score as run_score
 
@@ -467,14 +495,16 @@ def score(
     summary = run_score(
         opts,
         workers=workers,
-        shard=Shard.parse(shard) if shard else None,
+        shard=shard,
         resume=resume,
         allow_partial=allow_partial,
         aggregate_only=aggregate_only,
         progress=not no_progress,
     )
     if summary is None:
-        click.echo(f"shard {shard} scored; when every shard is done: persistbench score --pred {pred} --aggregate-only")
+        click.echo(
+            f"shard {shard.index}/{shard.count} scored; when every shard is done: persistbench score --pred {pred} --aggregate-only"
+        )
         return
     click.echo(RunLayout(Path(pred)).summary_md(summary["scores_dir"]).read_text(), nl=False)
     click.echo(f"scores: {RunLayout(Path(pred)).scores_dir(summary['scores_dir'])}")
@@ -482,14 +512,7 @@ def score(
 
 @main.command()
 @click.argument("root", type=click.Path(file_okay=False, exists=True))
-@click.option(
-    "--output",
-    "--out",
-    "out",
-    required=True,
-    type=click.Path(file_okay=False),
-    help="A new directory for the distribution.",
-)
+@output_option("A new directory for the distribution.")
 @click.option(
     "--shard-size", default="1.2GB", show_default=True, help="Target bytes per tar shard (pairs are never split)."
 )
@@ -499,15 +522,14 @@ def score(
 @click.option(
     "--date", default=None, metavar="YYYY-MM-DD", help="Publication date for croissant.json (default: left out)."
 )
-@click.option(
-    "--workers", type=click.IntRange(1), default=1, show_default=True, help="Pairs encoded in parallel processes."
-)
-def pack(root, out, shard_size, samples, date, workers) -> None:
+@workers_option("Pairs encoded in parallel processes.")
+@NO_PROGRESS
+def pack(root, output, shard_size, samples, date, workers, no_progress) -> None:
     """Pack a reconstructed dataset as the sharded distribution (tar shards, checksums, index, Croissant).
 
     \b
     Example:
-      persistbench pack reconstructed --out dist --shard-size 1.2GB
+      persistbench pack reconstructed --output dist --shard-size 1.2GB
     """
     from pathlib import Path
 
@@ -515,13 +537,13 @@ def pack(root, out, shard_size, samples, date, workers) -> None:
     from .pack import pack as run_pack
     from .pack import parse_size
 
-    check_writable(Path(out).absolute().parent)
-    dist = run_pack(root, out, parse_size(shard_size), samples, date, workers, progress=True)
+    check_writable(Path(output).absolute().parent)
+    dist = run_pack(root, output, parse_size(shard_size), samples, date, workers, progress=not no_progress)
     click.echo(f"packed {root} into {dist.root}: {len(list(dist.shards_dir.glob('shard-*.tar')))} shard(s)")
 
 
 @main.command()
-@click.option("--output", required=True, type=click.Path(file_okay=False), help="Dataset root to extract into.")
+@output_option("Dataset root to extract into.")
 @click.option("--repo", default=None, help="Hugging Face dataset repository (default: persistbench/persistbench).")
 @click.option("--revision", default=None, help="Branch, tag or commit; resolved to a commit and recorded.")
 @click.option(
@@ -532,7 +554,7 @@ def pack(root, out, shard_size, samples, date, workers) -> None:
     help="Take the files from a local copy of the distribution instead.",
 )
 @click.option("--include", type=click.Choice(["samples", "all"]), default="all", show_default=True)
-@click.option("--no-progress", is_flag=True)
+@NO_PROGRESS
 def fetch(output, repo, revision, from_dir, include, no_progress) -> None:
     """Fetch the sharded distribution: verify each shard's sha256, extract it safely; resumable.
 
@@ -567,7 +589,7 @@ def fetch(output, repo, revision, from_dir, include, no_progress) -> None:
     help="Exit non-zero only when something this command needs is missing.",
 )
 @click.option("--cache", default=DEFAULT_CACHE, show_default=True, type=click.Path(file_okay=False))
-@click.option("--output", default=".", show_default=True, type=click.Path(file_okay=False))
+@output_option("Where the commands will write (checked for write access).", default=".")
 @click.option("--lpips-weights", default=None, type=click.Path(dir_okay=False))
 def doctor(wanted, cache, output, lpips_weights) -> None:
     """Check Python, packages, ffmpeg, yt-dlp, a JavaScript runtime, torch/lpips and their weights, CUDA, write access.
@@ -595,53 +617,45 @@ def doctor(wanted, cache, output, lpips_weights) -> None:
 
 @main.command()
 @click.argument("runs", nargs=-1, required=True, type=click.Path(file_okay=False, exists=True))
-@click.option("--output", "--out", "out", default="report.html", show_default=True, type=click.Path(dir_okay=False))
+@output_option("The HTML file to write.", default="report.html", file=True)
 @click.option("--protocol", default="classic-v1", show_default=True)
-def report(runs, out, protocol) -> None:
+def report(runs, output, protocol) -> None:
     """One self-contained HTML report of scored runs: leaderboard, charts, memory curves, contact sheets.
 
     \b
     Example:
-      persistbench report runs/hold runs/reproject --out report.html
+      persistbench report runs/hold runs/reproject --output report.html
     """
     from pathlib import Path
 
     from .layout import check_writable
     from .report import build_report
 
-    check_writable(Path(out).absolute().parent)
-    click.echo(f"report: {build_report(list(runs), out, protocol, progress=True)}")
+    check_writable(Path(output).absolute().parent)
+    click.echo(f"report: {build_report(list(runs), output, protocol, progress=True)}")
 
 
 @main.command()
-@click.option(
-    "--output",
-    "--out",
-    "out",
-    default="persistbench-demo",
-    show_default=True,
-    type=click.Path(file_okay=False),
-    help="A new (or empty) directory for everything the demo makes.",
-)
-@click.option("--workers", type=click.IntRange(1), default=2, show_default=True)
-@click.option("--no-progress", is_flag=True)
-def demo(out, workers, no_progress) -> None:
+@output_option("A new (or empty) directory for everything the demo makes.", default="persistbench-demo")
+@workers_option(default=2)
+@NO_PROGRESS
+def demo(output, workers, no_progress) -> None:
     """Run everything offline: synth -> loopback server -> download (yt-dlp) -> infer -> score -> report.
 
     \b
     Example:
-      persistbench demo --out persistbench-demo
+      persistbench demo --output persistbench-demo
     """
     from .demo import demo as run_demo
     from .layout import check_writable
 
-    check_writable(out)
-    run_demo(out, workers=workers, progress=not no_progress, echo=click.echo)
+    check_writable(output)
+    run_demo(output, workers=workers, progress=not no_progress, echo=click.echo)
 
 
 @main.command()
 @click.argument("root", type=click.Path(file_okay=False))
-@click.option("--no-progress", is_flag=True)
+@NO_PROGRESS
 def verify(root, no_progress) -> None:
     """Check a dataset against the layout contract; one line per problem.
 
