@@ -30,7 +30,7 @@ from .layout import (
     sha256_file,
     write_json,
 )
-from .recipes import Recipe, load_recipes
+from .recipes import MAX_FILE_BYTES, Recipe, load_recipes
 from .reconstruct import clip_frames, reconstruct_case
 from .sources import SourceOptions, cached_clip, fetch, is_youtube, require_js_runtime
 
@@ -38,9 +38,6 @@ from .sources import SourceOptions, cached_clip, fetch, is_youtube, require_js_r
 def bundled_recipes() -> Path:
     """The sample recipes shipped in the package (sources are ``file://`` clips beside them)."""
     return Path(str(resources.files("persistbench") / "data" / "sample" / "recipes.jsonl"))
-
-
-MAX_RECIPES_BYTES = 1 << 30  # a remote recipes file larger than this is refused while it streams
 
 
 @dataclass(frozen=True)
@@ -65,7 +62,7 @@ def resolve_recipes(spec: str | None, cache: Path) -> RecipeSource:
         target = cache / "recipes" / f"{hashlib.sha256(spec.encode()).hexdigest()[:16]}.jsonl"
         try:
             with urllib.request.urlopen(spec, timeout=60) as r, atomic_path(target) as tmp, open(tmp, "wb") as f:
-                copy_bounded(r, f, MAX_RECIPES_BYTES, spec)
+                copy_bounded(r, f, MAX_FILE_BYTES, spec)
         except (urllib.error.URLError, OSError) as e:
             raise PersistbenchError(f"{spec}: cannot fetch recipes: {getattr(e, 'reason', e)}") from None
         return RecipeSource(target, spec)

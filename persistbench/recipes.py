@@ -34,6 +34,7 @@ FINGERPRINT_TOLERANCE = 6.0  # largest mean absolute thumbnail difference, 8-bit
 
 # Bounds on every size a recipe declares (docs/recipes.md, "Limits"): a recipe is untrusted input,
 # and these keep what one case may allocate within reach of a workstation.
+MAX_FILE_BYTES = 1 << 30  # a recipes file, wherever it comes from (local, http(s), hf://)
 LIMITS = {
     "n_frames": 100_000,  # frames per case
     "output_side": 8192,  # pixels, view width or height
@@ -486,6 +487,11 @@ def load_recipes(path: str | os.PathLike, origin: str | None = None) -> list[Rec
     (e.g. the URL it was fetched from) or the path."""
     path = Path(path)
     try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise RecipeError(
+                f"{origin or path}: {size} bytes, more than the {MAX_FILE_BYTES >> 20} MiB a recipes file may have"
+            )
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise RecipeError(f"{origin or path}: cannot read recipes: {e}") from None

@@ -13,6 +13,7 @@ import base64
 import html
 import io
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -328,7 +329,7 @@ def build_report(
 
     if not run_dirs:
         raise PersistbenchError("report: give at least one run directory")
-    runs = [_load_run(Path(p), protocol) for p in tqdm(run_dirs, desc="report: runs", unit="run", disable=not progress)]
+    runs = [_load_run(Path(p), protocol) for p in run_dirs]
     metrics = sorted(
         {m for r in runs for m in r["summary"]["subsets"]["all"]["visible"]},
         key=lambda m: list(HIGHER_IS_BETTER).index(m) if m in HIGHER_IS_BETTER else 99,
@@ -344,14 +345,19 @@ def build_report(
     for s in subsets:
         parts += [f"<h3>{html.escape(s)}</h3>", _table(runs, s, metrics, f"leaderboard-{s}")]
     parts += ["<h2>Provenance</h2>", _provenance(runs), "<h2>Visible vs invisible</h2>"]
+    # The figures and the contact sheets (which decode frames) are the slow part: one step each.
+    bar = tqdm(total=2 * len(subsets) + 1, desc="report", unit="figure", disable=not progress)
     for s in subsets:
         parts.append(f'<img alt="bars {html.escape(s)}" src="{_data_uri(bar_charts(runs, s, metrics))}">')
+        bar.update(1)
     parts += [
         "<h2>Memory curves</h2><p class='note'>Each metric on the off-screen frames against the frames since the "
         "object left the input view: mean over cases and 95% interval.</p>",
         f'<img alt="memory curves" src="{_data_uri(curves(runs, metrics))}">',
     ]
-    parts.append(_sheets(runs, subsets))
+    bar.update(1)
+    parts.append(_sheets(runs, subsets, bar.update))
+    bar.close()
     page = (
         f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>persistbench report</title>"
         f"<style>{_CSS}</style></head><body>{''.join(parts)}<script>{_SORT_JS}</script></body></html>\n"
@@ -360,7 +366,7 @@ def build_report(
     return Path(out)
 
 
-def _sheets(runs: list[dict], subsets: list[str]) -> str:
+def _sheets(runs: list[dict], subsets: list[str], advance: Callable[[int], object] = lambda n: None) -> str:
     """Best and worst cases per subset by invisible PSNR (else the first metric) of the first non-oracle run."""
     run = next((r for r in runs if not r["summary"].get("oracle")), runs[0])
     root = run["info"].get("dataset", {}).get("root")
@@ -373,6 +379,7 @@ def _sheets(runs: list[dict], subsets: list[str]) -> str:
         "frames across the off-screen window.</p>"
     ]
     for s in subsets:
+        advance(1)
         cases = [c for c in run["results"]["cases"] if c["subset"] == s]
         metric = (
             "psnr" if all("psnr" in c["means"]["invisible"] for c in cases) else next(iter(cases[0]["metrics"]), None)

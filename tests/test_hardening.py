@@ -234,13 +234,16 @@ def test_safe_loader_refuses_a_header_larger_than_its_file(tmp_path):
 
 
 def test_remote_recipes_are_read_with_a_size_limit(tmp_path, monkeypatch):
-    from persistbench import download
+    from persistbench import download, recipes
 
     (tmp_path / "big.jsonl").write_bytes(b"x" * (3 << 20))
-    monkeypatch.setattr(download, "MAX_RECIPES_BYTES", 1 << 20)
+    monkeypatch.setattr(download, "MAX_FILE_BYTES", 1 << 20)
     with FileServer(tmp_path) as server, pytest.raises(PersistbenchError, match="larger than the 1 MiB allowed"):
         download.resolve_recipes(f"{server.url}/big.jsonl", tmp_path / "cache")
     assert not list((tmp_path / "cache").rglob("*.jsonl"))
+    monkeypatch.setattr(recipes, "MAX_FILE_BYTES", 1 << 20)  # local and hf:// files: checked before reading
+    with pytest.raises(PersistbenchError, match=r"big.jsonl: 3145728 bytes, more than the 1 MiB"):
+        recipes.load_recipes(tmp_path / "big.jsonl")
 
 
 # ------------------------------------------------------------------ 3. processes
