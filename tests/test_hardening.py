@@ -515,3 +515,12 @@ def test_masks_are_resized_centre_aligned_and_scored_like_scikit_image(tmp_path,
         a, b, gaussian_weights=True, sigma=1.5, use_sample_covariance=False, data_range=1.0, channel_axis=2, full=True
     )
     assert metrics.masked_ssim(a, b, want) == pytest.approx(float(smap[want].mean()), abs=1e-6)
+
+
+def test_report_shows_progress(hold_run_small, tmp_path):
+    run, ds = hold_run_small
+    result = run_cli("score", "--no-progress", "--pred", run, "--dataset", ds, "--metrics", "psnr,iou")
+    assert result.returncode == 0, result.stderr
+    result = run_cli("report", run, "--output", tmp_path / "r.html")
+    assert result.returncode == 0, result.stderr
+    assert "report: 100%" in result.stderr and (tmp_path / "r.html").stat().st_size > 1000
