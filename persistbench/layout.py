@@ -162,13 +162,17 @@ def _remove_stale_temporaries(path: Path) -> None:
 
 
 def _process_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs; a zombie (killed, not yet reaped by its new parent) does not."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:  # alive, another user's
         return True
-    return True
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):  # no /proc (not Linux): kill() said it exists
+        return True
 
 
 @contextlib.contextmanager

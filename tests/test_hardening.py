@@ -524,3 +524,26 @@ def test_report_shows_progress(hold_run_small, tmp_path):
     result = run_cli("report", run, "--output", tmp_path / "r.html")
     assert result.returncode == 0, result.stderr
     assert "report: 100%" in result.stderr and (tmp_path / "r.html").stat().st_size > 1000
+
+
+def test_temporaries_of_dead_writers_are_swept_by_the_next_write(tmp_path):
+    """A writer killed between creating its temporary and renaming it leaves ``.<name>.<pid>.*.tmp``;
+    the next write of that file removes it once the pid is gone, or is a zombie not yet reaped."""
+    import signal
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    zombie = subprocess.Popen(["sleep", "30"])
+    os.kill(zombie.pid, signal.SIGKILL)
+    deadline = time.time() + 5
+    while Path(f"/proc/{zombie.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z" and time.time() < deadline:
+        time.sleep(0.01)
+    target = tmp_path / "case.json"
+    stale = [tmp_path / f".case.json.{pid}.abc.tmp" for pid in (gone.pid, zombie.pid)]
+    live = tmp_path / f".case.json.{os.getpid()}.xyz.tmp"
+    other = tmp_path / f".other.json.{gone.pid}.abc.tmp"
+    for p in (*stale, live, other):
+        p.write_text("partial")
+    layout.write_json(target, {"ok": True})
+    assert not any(p.exists() for p in stale) and live.exists() and other.exists()
+    zombie.wait()
