@@ -436,11 +436,17 @@ class View:
         )
 
 
-def _load_dict(path: Path, problems: Callable[[dict, int], Iterator[str]], n: int) -> dict:
-    """A public-format dictionary through the safe loader; the first of ``problems(data, n)`` is raised."""
+def load_dict(path: str | os.PathLike) -> dict:
+    """A public-format pickled dictionary through the safe loader; anything else is refused naming the file."""
     data = load_npy(path)
     if not isinstance(data, dict):
         raise PersistbenchError(f"{path}: expected a pickled dictionary, found {type(data).__name__}")
+    return data
+
+
+def _load_dict(path: Path, problems: Callable[[dict, int], Iterator[str]], n: int) -> dict:
+    """:func:`load_dict`, then the first of ``problems(data, n)`` is raised."""
+    data = load_dict(path)
     problem = next(iter(problems(data, n)), None)
     if problem:
         raise PersistbenchError(f"{path}: {problem}")

@@ -12,9 +12,8 @@ from pathlib import Path
 
 from . import contracts
 from .errors import PersistbenchError
-from .layout import VIEWS, Case, Dataset, View, sha256_file
+from .layout import VIEWS, Case, Dataset, View, load_dict, sha256_file
 from .names import name_problem
-from .safeload import load_npy
 
 
 def _structure(case: Case) -> Iterator[str]:
@@ -69,12 +68,9 @@ def _dictionary(path: Path, problems: Callable[[dict, int], Iterator[str]], n: i
     if not path.is_file():
         return
     try:
-        data = load_npy(path)
+        data = load_dict(path)
     except PersistbenchError as e:
         yield str(e)
-        return
-    if not isinstance(data, dict):
-        yield f"{path}: expected a pickled dictionary, found {type(data).__name__}"
         return
     yield from (f"{path}: {msg}" for msg in problems(data, n))
 
