@@ -185,7 +185,7 @@ def synth(ctx: click.Context, output, config_file, base_url, **options) -> None:
     import dataclasses
     import json
 
-    from .layout import check_writable
+    from .files import check_writable
     from .synth import SynthConfig, generate
 
     fields = {f.name for f in dataclasses.fields(SynthConfig)}
@@ -453,7 +453,8 @@ def score(
     """
     from pathlib import Path
 
-    from .layout import RunLayout, check_writable, read_json
+    from .files import check_writable, read_json
+    from .layout import RunLayout
     from .score import METRICS, ScoreOptions, load_protocol
     from .score import score as run_score
 
@@ -533,7 +534,7 @@ def pack(root, output, shard_size, samples, date, workers, no_progress) -> None:
     """
     from pathlib import Path
 
-    from .layout import check_writable
+    from .files import check_writable
     from .pack import pack as run_pack
     from .pack import parse_size
 
@@ -566,7 +567,7 @@ def fetch(output, repo, revision, from_dir, include, no_progress) -> None:
     """
     from .fetch import DEFAULT_REPO, hub_source, local_source
     from .fetch import fetch as run_fetch
-    from .layout import check_writable
+    from .files import check_writable
 
     if from_dir and (repo or revision):
         raise click.UsageError("--from takes the files from a directory; --repo/--revision name a Hub repository")
@@ -628,7 +629,7 @@ def report(runs, output, protocol) -> None:
     """
     from pathlib import Path
 
-    from .layout import check_writable
+    from .files import check_writable
     from .report import build_report
 
     check_writable(Path(output).absolute().parent)
@@ -647,7 +648,7 @@ def demo(output, workers, no_progress) -> None:
       persistbench demo --output persistbench-demo
     """
     from .demo import demo as run_demo
-    from .layout import check_writable
+    from .files import check_writable
 
     check_writable(output)
     run_demo(output, workers=workers, progress=not no_progress, echo=click.echo)

@@ -8,7 +8,8 @@ masks and dictionaries inside the shards are FileSets, and the RecordSet
 from __future__ import annotations
 
 from . import __version__
-from .layout import DistributionLayout, sha256_file
+from .files import sha256_file
+from .layout import DistributionLayout
 
 CONTEXT = {
     "@language": "en",
@@ -80,7 +81,7 @@ _PAIR_FILES = [
         "dictionaries",
         "application/octet-stream",
         "*/*/*/*.npy",
-        "Pickled dictionaries in the public format: visibility, yaw/pitch; read them with persistbench.layout.load_npy.",
+        "Pickled dictionaries in the public format: visibility, yaw/pitch; read them with persistbench.load_npy.",
     ),
     (
         "cameras",

@@ -18,18 +18,9 @@ from pathlib import Path
 
 from . import runner
 from .errors import PersistbenchError
-from .layout import (
-    RECIPES_PROVENANCE,
-    STATE_DIR,
-    atomic_path,
-    check_writable,
-    copy_bounded,
-    read_case_records,
-    read_index,
-    recorded_sha256,
-    sha256_file,
-    write_json,
-)
+from .files import atomic_path, check_writable, copy_bounded, sha256_file, write_json
+from .index import read_case_records, read_index, recorded_sha256
+from .layout import RECIPES_PROVENANCE, STATE_DIR
 from .recipes import MAX_FILE_BYTES, Recipe, load_recipes
 from .reconstruct import clip_frames, reconstruct_case
 from .sources import SourceOptions, cached_clip, fetch, is_youtube, require_js_runtime

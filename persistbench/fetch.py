@@ -22,18 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from .errors import PersistbenchError
-from .layout import (
-    CASES_JSONL,
-    DB_NAME,
-    PAIR_FILE_RE,
-    PAIR_MEMBER_RE,
-    SHARD_RE,
-    STATE_DIR,
-    DistributionLayout,
-    read_json,
-    sha256_file,
-    write_json,
-)
+from .files import read_json, sha256_file, write_json
+from .layout import CASES_JSONL, DB_NAME, PAIR_FILE_RE, PAIR_MEMBER_RE, SHARD_RE, STATE_DIR, DistributionLayout
 from .names import remove_tree
 
 DEFAULT_REPO = "persistbench/persistbench"

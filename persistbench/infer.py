@@ -20,19 +20,14 @@ from pathlib import Path
 import numpy as np
 
 from . import __version__, runner, sphere
+from .dataset import Dataset
 from .errors import PersistbenchError, UsageError
-from .layout import (
-    STATE_DIR,
-    Dataset,
-    RunLayout,
-    check_writable,
-    file_lock,
-    read_json,
-    write_image,
-    write_json,
-)
+from .files import check_writable, file_lock, read_json, write_json
+from .images import write_image
+from .layout import STATE_DIR, RunLayout
 from .models import BaseModel, ModelInput, ModelOutput, load_model, resolve
 from .names import remove_tree
+from .runs import case_record
 from .sampling import adjust_intrinsics, crop_box, sample_indices, sampled_frames, sampled_masks, target_size
 from .verify import require_usable
 
@@ -234,7 +229,7 @@ def _write_case(run: RunLayout, subset, case_id, idx, frames, masks, projection,
 
 
 def _predicted(key: tuple[str, str], run: RunLayout) -> bool:
-    return run.case_record(*key) is not None
+    return case_record(run, *key) is not None
 
 
 def start_run(opts: InferOptions, resume: bool, overwrite: bool) -> dict:

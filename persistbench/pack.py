@@ -25,24 +25,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import __version__, croissant
+from .dataset import Case, Dataset
 from .errors import PersistbenchError
+from .files import UMASK, sha256_file, write_json, write_text
+from .index import read_case_records
 from .layout import (
     CAMERA_NAME,
     MASKS_DIR,
     THETA_PHI_NAME,
-    UMASK,
     VIDEO_NAME,
     VIEWS,
     VISIBILITY_NAME,
-    Case,
-    Dataset,
     DistributionLayout,
     mask_name,
     pair_dir,
-    read_case_records,
-    sha256_file,
-    write_json,
-    write_text,
 )
 from .runner import die_with_parent
 from .video import H264_SETTINGS, encode_video, ffmpeg_exe

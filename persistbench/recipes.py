@@ -183,7 +183,7 @@ def make_fingerprint(
             still taken as the same source.
         thumb_size: (width, height) of the thumbnails.
     """
-    from .layout import encode_image
+    from .images import encode_image
 
     idx = sorted(frames)
     thumbs = [base64.b64encode(encode_image(thumbnail(frames[i], thumb_size), "png")).decode("ascii") for i in idx]

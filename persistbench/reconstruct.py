@@ -23,8 +23,10 @@ from pathlib import Path
 import numpy as np
 
 from . import __version__, sphere
+from .dataset import CaseWriter
 from .errors import PersistbenchError
-from .layout import VIEWS, CaseId, CaseWriter, case_dir, mark_complete
+from .index import mark_complete
+from .layout import VIEWS, CaseId, case_dir
 from .names import remove_tree
 from .recipes import LIMITS, Recipe, decode_mask_columns, fingerprint_distance, mask_pixels
 from .video import decode_with_pts, frames_at, probe

@@ -18,8 +18,11 @@ from pathlib import Path
 
 import numpy as np
 
+from .dataset import Dataset
 from .errors import PersistbenchError
-from .layout import Dataset, RunLayout, encode_image, list_images, read_image, read_json, write_text
+from .files import read_json, write_text
+from .images import encode_image, list_images, read_image
+from .layout import RunLayout
 from .score import SPLITS
 
 HIGHER_IS_BETTER = {"psnr": True, "ssim": True, "lpips": False, "iou": True, "presence": True, "continuity": True}

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Generic, TypeVar
 
 from .errors import PersistbenchError, os_error_line
-from .layout import file_lock, write_json
+from .files import file_lock, write_json
 from .names import child
 
 T = TypeVar("T")

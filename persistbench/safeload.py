@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from .errors import PersistbenchError
+from .files import write_bytes
 
 MAX_BYTES = 256 << 20  # a camera file of 100,000 frames is 13 MB
 MAX_ITEM_BYTES = 1 << 20  # one numpy scalar
@@ -131,3 +132,22 @@ def load_npy(path: str | os.PathLike) -> Any:
     if not isinstance(array, np.ndarray) or array.shape != shape:
         raise PersistbenchError(f"{path}: malformed .npy file: pickle does not hold the declared array")
     return array.item() if array.shape == () else array
+
+
+def load_dict(path: str | os.PathLike) -> dict:
+    """A public-format pickled dictionary through the safe loader; anything else is refused naming the file."""
+    data = load_npy(path)
+    if not isinstance(data, dict):
+        raise PersistbenchError(f"{path}: expected a pickled dictionary, found {type(data).__name__}")
+    return data
+
+
+def save_npy_dict(path: str | os.PathLike, data: dict) -> str:
+    """Write a dictionary in the public format: a pickled 0-d object array, as the public
+    toolkit's ``np.load(..., allow_pickle=...).item()`` reads it.
+
+    Returns the sha256 of the bytes written.
+    """
+    buf = io.BytesIO()
+    np.save(buf, np.array(data, dtype=object), allow_pickle=True)  # safe: writing our own data; reads use load_npy
+    return write_bytes(path, buf.getvalue())

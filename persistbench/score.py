@@ -25,22 +25,13 @@ from pathlib import Path
 import numpy as np
 
 from . import __version__, metrics, runner
+from .dataset import Case, Dataset
 from .errors import PersistbenchError
-from .layout import (
-    STATE_DIR,
-    VIEWS,
-    Case,
-    Dataset,
-    RunLayout,
-    image_size,
-    list_images,
-    read_image,
-    read_json,
-    sha256_file,
-    write_json,
-    write_text,
-)
+from .files import read_json, sha256_file, write_json, write_text
+from .images import image_size, list_images, read_image
+from .layout import STATE_DIR, VIEWS, RunLayout
 from .names import check_name, name_problem
+from .runs import case_record
 from .sampling import crop_box, crop_resize, sample_indices, sampled_frames, sampled_masks, target_size
 from .segment import TemplateTracker
 from .verify import require_usable
@@ -220,7 +211,7 @@ def read_prediction(run: RunLayout, run_info: dict, case: Case) -> Prediction | 
     public = PublicRun.from_run_info(run_info, run.run_json)
     if public is not None:
         return _public_prediction(run, public, case, tuple(full))
-    info = run.case_record(case.subset, case.case_id)
+    info = case_record(run, case.subset, case.case_id)
     if info is None:
         return None
     where = run.case_json(case.subset, case.case_id)

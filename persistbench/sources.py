@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import PersistbenchError
-from .layout import file_lock, write_json
+from .files import file_lock, write_json
 from .names import child, remove_tree
 from .recipes import Recipe
 from .video import decode_with_pts, ffmpeg_exe, probe

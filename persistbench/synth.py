@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from . import sphere
-from .layout import dump_json, write_json, write_text
+from .files import dump_json, write_json, write_text
 from .recipes import VERSION, encode_mask, make_fingerprint, recipe_line
 from .video import encode_video, read_frames
 

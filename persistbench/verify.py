@@ -11,9 +11,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from . import contracts
+from .dataset import Case, Dataset, View
 from .errors import PersistbenchError
-from .layout import VIEWS, Case, Dataset, View, load_dict, sha256_file
+from .files import sha256_file
+from .layout import VIEWS
 from .names import name_problem
+from .safeload import load_dict
 
 
 def _structure(case: Case) -> Iterator[str]:

@@ -195,7 +195,7 @@ def encode_video(
     Returns:
         The encoder settings used (``settings`` plus ``fps``).
     """
-    from .layout import atomic_path
+    from .files import atomic_path
 
     it = iter(frames)
     first = next(it, None)

@@ -23,7 +23,10 @@ from pathlib import Path
 import numpy as np
 
 from persistbench import layout
+from persistbench.dataset import Case, Dataset
 from persistbench.download import bundled_recipes
+from persistbench.images import write_image
+from persistbench.safeload import save_npy_dict
 from persistbench.synth import SynthConfig, generate
 
 SAMPLE = bundled_recipes()
@@ -113,13 +116,13 @@ def recipe_cases(work: Path) -> None:
 
 
 def dataset_cases(work: Path, ds: Path, run: Path) -> None:
-    def damaged(name: str, damage: Callable[[layout.Case], object], needle: str, command: str = "score") -> None:
+    def damaged(name: str, damage: Callable[[Case], object], needle: str, command: str = "score") -> None:
         import shutil
 
         copy_ = work / "ds"
         shutil.rmtree(copy_, ignore_errors=True)
         shutil.copytree(ds, copy_)
-        damage(layout.Dataset(copy_).cases()[0])
+        damage(Dataset(copy_).cases()[0])
         if command == "score":
             args = ["score", "--no-progress", "--pred", run, "--dataset", "ds", "--metrics", "psnr,iou"]
             allowed = lambda p: p.startswith("ds")  # noqa: E731
@@ -129,36 +132,36 @@ def dataset_cases(work: Path, ds: Path, run: Path) -> None:
         check("datasets", f"{name} ({command})", work, args, needle, allowed)
         shutil.rmtree(work / "r2", ignore_errors=True)
 
-    def pickle_file(payload: bytes) -> Callable[[layout.Case], None]:
-        def write(case: layout.Case) -> None:
+    def pickle_file(payload: bytes) -> Callable[[Case], None]:
+        def write(case: Case) -> None:
             buf = io.BytesIO()
             np.lib.format.write_array_header_1_0(buf, {"descr": "|O", "fortran_order": False, "shape": ()})
             case.visibility_path.write_bytes(buf.getvalue() + payload)
 
         return write
 
-    def huge_header(case: layout.Case) -> None:
+    def huge_header(case: Case) -> None:
         buf = io.BytesIO()
         np.lib.format.write_array_header_1_0(buf, {"descr": "<f8", "fortran_order": False, "shape": (10**12, 4, 4)})
         case.view("view_0").camera_path.write_bytes(buf.getvalue())
 
-    def nan_camera(case: layout.Case) -> None:
+    def nan_camera(case: Case) -> None:
         cam = case.view("center").camera()
         cam["cam_poses"][1] = np.nan
-        layout.save_npy_dict(case.view("center").camera_path, cam)
+        save_npy_dict(case.view("center").camera_path, cam)
 
     damages = [
         ("view_0 frame deleted", lambda c: c.view("view_0").frame_paths[5].unlink(), "frames, the case has", "infer"),
         ("view_0 frame deleted", lambda c: c.view("view_0").frame_paths[5].unlink(), "frames, the case has", "score"),
         (
             "center frame wrong size",
-            lambda c: layout.write_image(c.view("center").frame_paths[2], np.zeros((8, 8, 3), np.uint8)),
+            lambda c: write_image(c.view("center").frame_paths[2], np.zeros((8, 8, 3), np.uint8)),
             "8x8, expected",
             "score",
         ),
         (
             "center frame grayscale",
-            lambda c: layout.write_image(c.view("center").frame_paths[2], np.zeros((96, 128), np.uint8)),
+            lambda c: write_image(c.view("center").frame_paths[2], np.zeros((96, 128), np.uint8)),
             "8-bit RGB",
             "score",
         ),
@@ -170,7 +173,7 @@ def dataset_cases(work: Path, ds: Path, run: Path) -> None:
         ),
         (
             "center mask non-binary",
-            lambda c: layout.write_image(c.view("center").mask_paths[2], np.full((96, 128), 3, np.uint8)),
+            lambda c: write_image(c.view("center").mask_paths[2], np.full((96, 128), 3, np.uint8)),
             "not binary",
             "score",
         ),
@@ -250,13 +253,13 @@ def run_cases(work: Path, ds: Path, run: Path) -> None:
         ("case.json size negative", case_json(lambda i: i.update(size=[-1, 5])), "size must be"),
         (
             "prediction frame wrong size",
-            lambda r: layout.write_image(next(r.glob("*/*/frames/frame_0001.png")), np.zeros((5, 5, 3), np.uint8)),
+            lambda r: write_image(next(r.glob("*/*/frames/frame_0001.png")), np.zeros((5, 5, 3), np.uint8)),
             "5x5, expected",
         ),
         ("prediction frame 60000x60000 header", huge_png, "decompression-bomb limit"),
         (
             "prediction frame grayscale",
-            lambda r: layout.write_image(next(r.glob("*/*/frames/frame_0001.png")), np.zeros((96, 128), np.uint8)),
+            lambda r: write_image(next(r.glob("*/*/frames/frame_0001.png")), np.zeros((96, 128), np.uint8)),
             "8-bit RGB",
         ),
         (

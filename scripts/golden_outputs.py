@@ -15,8 +15,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from persistbench.files import dump_json, write_text
 from persistbench.infer import InferOptions, infer
-from persistbench.layout import dump_json, write_text
 from persistbench.recipes import load_recipes
 from persistbench.reconstruct import clip_frames, reconstruct_case
 from persistbench.score import ScoreOptions, score

@@ -14,7 +14,8 @@ import tempfile
 from pathlib import Path
 
 from persistbench.download import DownloadOptions, download, resolve_recipes
-from persistbench.layout import dump_json, read_case_records, write_text
+from persistbench.files import dump_json, write_text
+from persistbench.index import read_case_records
 from persistbench.sources import SourceOptions
 
 KEPT = ("/masks/", "camera_params.npy", "visibility_dict.npy", "theta_phi_values.npy")

@@ -16,6 +16,8 @@ from click.testing import CliRunner
 
 from persistbench import layout
 from persistbench.cli import main
+from persistbench.dataset import Dataset
+from persistbench.index import read_case_records, read_index
 from persistbench.serve import FileServer
 from persistbench.synth import SynthConfig, generate
 from persistbench.verify import verify_dataset
@@ -58,7 +60,7 @@ def assert_same_dataset(a: Path, b: Path) -> None:
     assert sorted(ta) == sorted(tb)
     for k in ta:
         assert ta[k] == tb[k], k
-    assert layout.read_index(a) == layout.read_index(b)
+    assert read_index(a) == read_index(b)
 
 
 def truth(synth: Path, case_id: str) -> dict:
@@ -89,7 +91,7 @@ def test_http_range_download_limit_3(served, tmp_path):
     assert result.exit_code == 0, result.output
     assert "done 3, skipped 0, failed 0" in result.output
     assert verify_dataset(tmp_path / "ds") == ([], 3)
-    for case in layout.Dataset(tmp_path / "ds").cases():
+    for case in Dataset(tmp_path / "ds").cases():
         want = truth(root / "http", case.case_id)["view_0_visibility"]
         np.testing.assert_allclose(case.visibility()["view_0_visibility"], want, atol=0.01)
         assert all(m.any() for m in case.view("center").masks())
@@ -141,8 +143,8 @@ def test_frames_are_located_by_timestamp(local_synth, reference, served, tmp_pat
     (tmp_path / "r.jsonl").write_text(json.dumps(line) + "\n")
     result = cli("--recipes", tmp_path / "r.jsonl", "--output", tmp_path / "ds", "--cache", tmp_path / "cache")
     assert result.exit_code == 0, result.output
-    sub = layout.Dataset(tmp_path / "ds").cases()[0]
-    full = layout.Dataset(reference).case(sub.subset, sub.case_id)
+    sub = Dataset(tmp_path / "ds").cases()[0]
+    full = Dataset(reference).case(sub.subset, sub.case_id)
     for view in layout.VIEWS:
         for t in range(n):
             assert sub.view(view).frame_paths[t].read_bytes() == full.view(view).frame_paths[first + t].read_bytes()
@@ -180,7 +182,7 @@ def kill_when(cmd, ready, timeout=120):
 def test_kill_9_then_resume_is_byte_identical(local_synth, reference, tmp_path):
     out = tmp_path / "ds"
     pngs = lambda: sum(1 for _ in out.rglob("*.png")) if out.exists() else 0  # noqa: E731
-    records = lambda: len(layout.read_case_records(out)) if (out / "cases.jsonl").exists() else 0  # noqa: E731
+    records = lambda: len(read_case_records(out)) if (out / "cases.jsonl").exists() else 0  # noqa: E731
     kill_when(run_cmd(local_synth, out), lambda: pngs() >= 30)  # in the middle of the first case
     assert records() == 0
     kill_when(run_cmd(local_synth, out), lambda: records() >= 1)  # right after a case completed
@@ -224,11 +226,9 @@ def test_bundled_sample_offline_and_checksums(tmp_path, monkeypatch):
     assert "done 3, skipped 5, failed 0" in result.output, result.output
     assert verify_dataset(tmp_path / "reconstructed") == ([], 8)
     want = json.loads((Path(__file__).parent / "data" / "sample_checksums.json").read_text())["files"]
-    got = {
-        p: d for r in layout.read_case_records(tmp_path / "reconstructed") for p, d in r["files"].items() if p in want
-    }
+    got = {p: d for r in read_case_records(tmp_path / "reconstructed") for p, d in r["files"].items() if p in want}
     assert got == want
-    subsets = [c.subset for c in layout.Dataset(tmp_path / "reconstructed").cases()]
+    subsets = [c.subset for c in Dataset(tmp_path / "reconstructed").cases()]
     assert subsets.count("dynamic") == subsets.count("static") == 4
 
 

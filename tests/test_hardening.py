@@ -24,6 +24,9 @@ from persistbench import layout, names
 from persistbench.cli import main
 from persistbench.download import bundled_recipes
 from persistbench.errors import PersistbenchError
+from persistbench.files import write_json
+from persistbench.images import write_image
+from persistbench.safeload import load_npy, save_npy_dict
 from persistbench.serve import FileServer
 
 SAMPLE = bundled_recipes()
@@ -215,7 +218,7 @@ def test_safe_loader_refuses_pickles_that_allocate_or_run_code(tmp_path, payload
     path = tmp_path / "visibility_dict.npy"
     path.write_bytes(_npy(payload))
     with pytest.raises(PersistbenchError, match=f"{path}: unsafe or malformed .npy file: .*{reason}"):
-        layout.load_npy(path)
+        load_npy(path)
 
 
 def test_safe_loader_refuses_a_header_larger_than_its_file(tmp_path):
@@ -224,10 +227,10 @@ def test_safe_loader_refuses_a_header_larger_than_its_file(tmp_path):
     path = tmp_path / "big.npy"
     path.write_bytes(buf.getvalue() + b"\0" * 64)
     with pytest.raises(PersistbenchError, match="more than the file holds"):
-        layout.load_npy(path)
+        load_npy(path)
     d = {"cam_poses": np.eye(4)[None], "cam_intrinsic": np.eye(3), "n": np.float32(2.5), "s": {1, 2}}
-    layout.save_npy_dict(tmp_path / "ok.npy", d)
-    back = layout.load_npy(tmp_path / "ok.npy")
+    save_npy_dict(tmp_path / "ok.npy", d)
+    back = load_npy(tmp_path / "ok.npy")
     assert back["s"] == {1, 2} and back["n"] == np.float32(2.5) and np.array_equal(back["cam_poses"], d["cam_poses"])
 
 
@@ -502,7 +505,7 @@ def test_masks_are_resized_centre_aligned_and_scored_like_scikit_image(tmp_path,
     assert np.array_equal(got, want)
     # The scorer's own read path (files -> resize) gives the same masks, and its scores on them are
     # scikit-image's on the same resized inputs.
-    layout.write_image(tmp_path / "mask_0000.png", mask[y0 : y0 + ch, x0 : x0 + cw])
+    write_image(tmp_path / "mask_0000.png", mask[y0 : y0 + ch, x0 : x0 + cw])
     assert np.array_equal(_read_all([tmp_path / "mask_0000.png"], None, out, gray=True)[0] > 0, want)
     a = rng.random((out[1], out[0], 3))
     b = np.clip(a + rng.normal(0, 0.05, a.shape), 0, 1)
@@ -542,6 +545,6 @@ def test_temporaries_of_dead_writers_are_swept_by_the_next_write(tmp_path):
     other = tmp_path / f".other.json.{gone.pid}.abc.tmp"
     for p in (*stale, live, other):
         p.write_text("partial")
-    layout.write_json(target, {"ok": True})
+    write_json(target, {"ok": True})
     assert not any(p.exists() for p in stale) and live.exists() and other.exists()
     zombie.wait()

@@ -15,7 +15,10 @@ from click.testing import CliRunner
 
 from persistbench import BaseModel, ModelInput, ModelOutput, layout
 from persistbench.cli import main
+from persistbench.dataset import Dataset
 from persistbench.download import resolve_recipes
+from persistbench.files import write_json
+from persistbench.images import list_images, read_image
 from persistbench.recipes import load_recipes
 from persistbench.reconstruct import clip_frames
 from persistbench.sampling import adjust_intrinsics, crop_box, sample_indices
@@ -141,8 +144,8 @@ def test_eight_frames_at_96x128(sample_ds, tmp_path):
     )
     assert result.exit_code == 0, result.output
     case_dir = next((tmp_path / "run" / "dynamic").iterdir())
-    frames = layout.list_images(case_dir / "frames")
-    assert len(frames) == 8 and layout.read_image(frames[0]).shape == (96, 128, 3)
+    frames = list_images(case_dir / "frames")
+    assert len(frames) == 8 and read_image(frames[0]).shape == (96, 128, 3)
     case = json.loads((case_dir / "case.json").read_text())
     assert case["frame_indices"] == [0, 8, 17, 25, 34, 42, 51, 59]
     assert set(case["files"]) == {p.relative_to(tmp_path / "run").as_posix() for p in frames}
@@ -204,12 +207,12 @@ def test_equirect_output_is_reprojected_into_the_target_view(sample_ds, tmp_path
         "2",
     )
     assert result.exit_code == 0, result.output
-    ds = layout.Dataset(sample_ds)
+    ds = Dataset(sample_ds)
     for case_json in (tmp_path / "run").rglob("case.json"):
         c = json.loads(case_json.read_text())
         gt = ds.case(c["subset"], c["uid"]).view("center")
         for t in (0, 30, 59):
-            pred = layout.read_image(case_json.parent / "frames" / layout.frame_name(t)).astype(float)
+            pred = read_image(case_json.parent / "frames" / layout.frame_name(t)).astype(float)
             ref = gt.frame(t).astype(float)
             assert 10 * np.log10(255**2 / max(np.mean((pred - ref) ** 2), 1e-12)) > 35
 
@@ -218,7 +221,7 @@ def test_equirect_output_is_reprojected_into_the_target_view(sample_ds, tmp_path
 
 
 def test_bad_outputs_fail_only_their_case(sample_ds, tmp_path):
-    cases = layout.Dataset(sample_ds).cases()
+    cases = Dataset(sample_ds).cases()
     bad = {
         cases[0].case_id: "count",
         cases[1].case_id: "nan",
@@ -264,7 +267,7 @@ def test_resume_and_overwrite_rules(sample_ds, tmp_path):
     assert ok.exit_code == 0 and "done 1, skipped 1" in ok.output
     changed = json.loads((run / "run.json").read_text())
     changed["dataset"]["fingerprint"] = "0" * 64  # as if the run had been made on another dataset
-    layout.write_json(run / "run.json", changed)
+    write_json(run / "run.json", changed)
     refused = infer_cli("--model", "hold", "--dataset", sample_ds, "--output", run, "--resume")
     assert refused.exit_code == 1 and "different dataset" in refused.output
     assert (
@@ -320,7 +323,7 @@ def test_workers_give_the_same_predictions_and_models_are_closed(sample_ds, tmp_
 # ------------------------------------------------------------------ baselines
 
 
-def masked_mse_offscreen(run: Path, ds: layout.Dataset, subset: str) -> float:
+def masked_mse_offscreen(run: Path, ds: Dataset, subset: str) -> float:
     errs = []
     for case in ds.cases(subset):
         vis = case.visibility()["view_0_visibility"]
@@ -329,14 +332,14 @@ def masked_mse_offscreen(run: Path, ds: layout.Dataset, subset: str) -> float:
             if vis[t] >= 0.3:
                 continue
             mask = case.view("center").mask(t) > 0
-            pred = layout.read_image(run / subset / case.case_id / "frames" / layout.frame_name(t)).astype(float)
+            pred = read_image(run / subset / case.case_id / "frames" / layout.frame_name(t)).astype(float)
             gt = case.view("center").frame(t).astype(float)
             errs.append(np.mean((pred[mask] - gt[mask]) ** 2))
     return float(np.mean(errs))
 
 
 def test_reproject_beats_hold_off_screen_and_oracle_is_exact(sample_ds, tmp_path):
-    ds = layout.Dataset(sample_ds)
+    ds = Dataset(sample_ds)
     for model in ("hold", "reproject", "oracle"):
         assert infer_cli("--model", model, "--dataset", sample_ds, "--output", tmp_path / model).exit_code == 0
     for subset in ("dynamic", "static"):

@@ -11,7 +11,12 @@ import numpy as np
 import pytest
 
 from persistbench import layout
+from persistbench.dataset import Dataset
 from persistbench.errors import PersistbenchError
+from persistbench.files import atomic_path, write_json
+from persistbench.images import list_images
+from persistbench.index import DATA_COLUMNS, mark_complete, read_case_records, read_index
+from persistbench.safeload import load_npy, save_npy_dict
 from persistbench.video import encode_video
 
 
@@ -27,9 +32,9 @@ def test_list_images_accepts_every_naming_variant(tmp_path):
     names = ["frame_0001.png", "frame_0000.png", "00002.jpg", "0003.png", "mask_0004.png", "notes.txt", "frame_1.png"]
     for n in names:
         (tmp_path / n).write_bytes(b"")
-    got = [p.name for p in layout.list_images(tmp_path)]
+    got = [p.name for p in list_images(tmp_path)]
     assert got == ["00002.jpg", "0003.png", "frame_0000.png", "frame_0001.png", "mask_0004.png"]
-    assert layout.list_images(tmp_path / "missing") == []
+    assert list_images(tmp_path / "missing") == []
 
 
 def test_safe_loader_reads_the_public_format(tmp_path):
@@ -42,15 +47,15 @@ def test_safe_loader_reads_the_public_format(tmp_path):
         "nested": {"a": [1, 2.5, None], "b": (np.int64(3),)},
     }
     path = tmp_path / "camera_params.npy"
-    layout.save_npy_dict(path, data)
+    save_npy_dict(path, data)
     public = np.load(path, allow_pickle=True).item()  # how the public toolkit reads it
-    ours = layout.load_npy(path)
+    ours = load_npy(path)
     for got in (public, ours):
         np.testing.assert_array_equal(got["cam_poses"], data["cam_poses"])
         assert got["mode"] == "return" and got["scalar"] == np.float32(0.5) and got["nested"]["b"][0] == 3
     plain = tmp_path / "plain.npy"
     np.save(plain, np.arange(4))
-    np.testing.assert_array_equal(layout.load_npy(plain), np.arange(4))
+    np.testing.assert_array_equal(load_npy(plain), np.arange(4))
 
 
 class _Exploit:
@@ -74,7 +79,7 @@ def test_safe_loader_refuses_code_execution(tmp_path):
     _crafted_npy(path, np.array({"x": _Exploit(marker)}, dtype=object))
     # Prove the file is a real exploit: the unsafe path would run it.
     with pytest.raises(PersistbenchError) as info:
-        layout.load_npy(path)
+        load_npy(path)
     assert str(path) in str(info.value) and "posix.system" in str(info.value)
     assert not marker.exists()
     np.load(path, allow_pickle=True)
@@ -83,31 +88,31 @@ def test_safe_loader_refuses_code_execution(tmp_path):
 
 def test_safe_loader_rejects_malformed_files(tmp_path):
     good = tmp_path / "good.npy"
-    layout.save_npy_dict(good, {"a": np.arange(10)})
+    save_npy_dict(good, {"a": np.arange(10)})
     bad = tmp_path / "truncated.npy"
     bad.write_bytes(good.read_bytes()[:-20])
     with pytest.raises(PersistbenchError, match="truncated.npy"):
-        layout.load_npy(bad)
+        load_npy(bad)
     junk = tmp_path / "junk.npy"
     junk.write_bytes(b"not numpy at all")
     with pytest.raises(PersistbenchError, match="junk.npy"):
-        layout.load_npy(junk)
+        load_npy(junk)
 
 
 def test_atomic_write_leaves_nothing_on_failure(tmp_path):
     target = tmp_path / "sub" / "file.json"
     with pytest.raises(RuntimeError):
-        with layout.atomic_path(target) as tmp:
+        with atomic_path(target) as tmp:
             tmp.write_text("partial")
             raise RuntimeError("boom")
     assert not target.exists() and list(target.parent.iterdir()) == []
-    layout.write_json(target, {"b": 1, "a": 2})
+    write_json(target, {"b": 1, "a": 2})
     assert target.read_text() == '{\n  "a": 2,\n  "b": 1\n}\n'
     assert oct(target.stat().st_mode & 0o777) != oct(0o600)
 
 
 def test_dataset_reads_reconstructed_cases(dataset_dir):
-    ds = layout.Dataset(dataset_dir)
+    ds = Dataset(dataset_dir)
     cases = ds.cases()
     assert [c.subset for c in cases] == ["dynamic", "static"]
     assert ds.cases("static") == cases[1:]
@@ -120,13 +125,13 @@ def test_dataset_reads_reconstructed_cases(dataset_dir):
     assert set(case.visibility()) >= {"view_0_visibility", "view_1_visibility", "mode", "window_ratio"}
     rows = ds.index_rows()
     assert [r["uid"] for r in rows] == [c.case_id for c in cases]
-    assert set(layout.DATA_COLUMNS) <= set(rows[0])
+    assert set(DATA_COLUMNS) <= set(rows[0])
     assert [r["uid"] for r in ds.records()] == [c.case_id for c in cases]
 
 
 def test_dataset_reads_the_nested_video_form(dataset_dir, tmp_path):
     """``<subset>/<case_id>/<obj_id>/`` with ``video.mp4`` (the sharded distribution)."""
-    src = layout.Dataset(dataset_dir).cases()[0]
+    src = Dataset(dataset_dir).cases()[0]
     nested = tmp_path / "fetched" / src.subset / src.case_id / "1"
     for name in layout.VIEWS:
         view = src.view(name)
@@ -140,7 +145,7 @@ def test_dataset_reads_the_nested_video_form(dataset_dir, tmp_path):
     shutil.copy(src.visibility_path, nested)
     shutil.copy(src.theta_phi_path, nested)
 
-    case = layout.Dataset(tmp_path / "fetched").cases()[0]
+    case = Dataset(tmp_path / "fetched").cases()[0]
     assert case.nested and case.case_id == src.case_id and case.path == nested
     view = case.view("center")
     assert view.video_path is not None and view.n_frames == 24
@@ -162,22 +167,22 @@ def test_mark_complete_is_order_independent(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     for root, order in ((a, rows), (b, rows[::-1])):
         for row in order:
-            layout.mark_complete(root, row, {"uid": row["uid"], "subset": row["subset"]})
+            mark_complete(root, row, {"uid": row["uid"], "subset": row["subset"]})
     assert (a / "cases.jsonl").read_bytes() == (b / "cases.jsonl").read_bytes()
-    assert layout.read_index(a) == layout.read_index(b)
+    assert read_index(a) == read_index(b)
     assert [json.loads(x)["uid"] for x in (a / "cases.jsonl").read_text().splitlines()] == [
         "Synth_x_1_obj_1",
         "Synth_x_2_obj_1",
         "Synth_x_0_obj_1",
     ]
     with pytest.raises(ValueError, match="unknown data.db columns"):
-        layout.mark_complete(a, {"uid": "u", "bogus": 1}, {"uid": "u", "subset": "static"})
+        mark_complete(a, {"uid": "u", "bogus": 1}, {"uid": "u", "subset": "static"})
 
 
 def test_malformed_cases_jsonl_names_the_line(tmp_path):
     (tmp_path / "cases.jsonl").write_text('{"uid": "a", "subset": "static"}\n{oops\n')
     with pytest.raises(PersistbenchError, match=r"cases.jsonl:2"):
-        layout.read_case_records(tmp_path)
+        read_case_records(tmp_path)
 
 
 def test_run_layout_paths(tmp_path):

@@ -14,8 +14,10 @@ from click.testing import CliRunner
 
 from persistbench import layout
 from persistbench.cli import main
+from persistbench.dataset import Dataset
+from persistbench.errors import PersistbenchError
 from persistbench.fetch import check_member, extract_shard
-from persistbench.layout import Dataset, DistributionLayout, RunLayout
+from persistbench.layout import DistributionLayout, RunLayout
 
 
 def cli(*args, code=0):
@@ -193,7 +195,7 @@ def test_crafted_shards_are_refused_before_anything_is_written(tmp_path, add, re
     )  # nothing outside the output directory
     assert not [p for p in written if p.is_file() and ".state" not in p.parts]  # and no pair file inside it
     assert not (tmp_path / "evil").exists() and not (sandbox / "evil").exists()
-    with pytest.raises(layout.PersistbenchError, match="refused"):  # the function itself, not only the command
+    with pytest.raises(PersistbenchError, match="refused"):  # the function itself, not only the command
         extract_shard(shard, out)
 
 

@@ -18,7 +18,11 @@ import pytest
 from click.testing import CliRunner
 
 from persistbench.cli import main
-from persistbench.layout import Dataset, RunLayout, save_npy_dict, write_image, write_json
+from persistbench.dataset import Dataset
+from persistbench.files import write_json
+from persistbench.images import write_image
+from persistbench.layout import RunLayout
+from persistbench.safeload import save_npy_dict
 from persistbench.sampling import crop_box, crop_resize, sample_indices, target_size
 
 

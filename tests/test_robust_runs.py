@@ -19,6 +19,10 @@ from processes import group_alive
 
 from persistbench import layout
 from persistbench.cli import main
+from persistbench.dataset import Dataset
+from persistbench.images import write_image
+from persistbench.index import read_case_records
+from persistbench.safeload import save_npy_dict
 from persistbench.synth import SynthConfig, generate
 
 CFG = SynthConfig(scenes=4, seed=11, pano_size=(512, 256), view_size=(128, 96), n_frames=24, fps=8.0)
@@ -96,7 +100,7 @@ def test_download_killed_three_times_leaves_nothing_running_and_resumes_identica
         "--cache",
         reference / "cache",
     )
-    records = lambda: len(layout.read_case_records(out)) if (out / "cases.jsonl").exists() else 0  # noqa: E731
+    records = lambda: len(read_case_records(out)) if (out / "cases.jsonl").exists() else 0  # noqa: E731
     kills = [
         kill_when(cmd, lambda: count(out, "*/*/view_0/frames/*.png") >= 10),  # both workers mid-case
         kill_when(cmd, lambda: records() >= 1),
@@ -196,24 +200,24 @@ def test_two_infers_into_one_output(reference, tmp_path):
 
 def _damage(root: Path, what: str) -> tuple[str, str]:
     """Damage the first case of ``root``; return (case id, what the error must say)."""
-    case = layout.Dataset(root).cases()[0]
+    case = Dataset(root).cases()[0]
     center = case.view("center")
     if what == "missing input frame":
         case.view("view_0").frame_paths[10].unlink()
         return case.case_id, "view_0/frames: 23 frames, the case has 24"
     if what == "wrong-size frame":
-        layout.write_image(center.frame_paths[3], np.zeros((10, 12, 3), np.uint8))
+        write_image(center.frame_paths[3], np.zeros((10, 12, 3), np.uint8))
         return case.case_id, f"{center.frame_paths[3]}: 12x10, expected 128x96"
     if what == "grayscale frame":
-        layout.write_image(center.frame_paths[3], np.zeros((96, 128), np.uint8))
+        write_image(center.frame_paths[3], np.zeros((96, 128), np.uint8))
         return case.case_id, f"{center.frame_paths[3]}: expected an 8-bit RGB image, found 1 channel(s)"
     if what == "non-binary mask":
-        layout.write_image(center.mask_paths[5], np.full((96, 128), 7, np.uint8))
+        write_image(center.mask_paths[5], np.full((96, 128), 7, np.uint8))
         return case.case_id, f"{center.mask_paths[5]}: mask is not binary 0/255"
     if what == "NaN cameras":
         cam = center.camera()
         cam["cam_poses"][2, 0, 0] = np.nan
-        layout.save_npy_dict(center.camera_path, cam)
+        save_npy_dict(center.camera_path, cam)
         return case.case_id, f"{center.camera_path}: cameras hold non-finite values"
     if what == "incomplete case folder":
         case.visibility_path.unlink()
@@ -270,7 +274,7 @@ def test_damaged_ground_truth_is_refused_by_infer_and_score(dataset_copy, hold_r
 
 def test_a_deleted_case_folder_makes_the_scores_partial(dataset_copy, hold_run, tmp_path):
     run = Path(shutil.copytree(hold_run, tmp_path / "run"))
-    gone = layout.Dataset(dataset_copy).cases()[1]
+    gone = Dataset(dataset_copy).cases()[1]
     shutil.rmtree(gone.path)
     args = ["score", "--no-progress", "--pred", str(run), "--dataset", str(dataset_copy), "--metrics", "psnr,iou"]
     result = CliRunner().invoke(main, args)
@@ -285,10 +289,10 @@ def test_a_deleted_case_folder_makes_the_scores_partial(dataset_copy, hold_run, 
 def test_verify_lists_every_problem_of_every_case(dataset_copy):
     from persistbench.verify import verify_dataset
 
-    a, b = layout.Dataset(dataset_copy).cases()
+    a, b = Dataset(dataset_copy).cases()
     a.view("center").frame_paths[0].write_bytes(b"not an image")
     b.view("view_0").mask_paths[1].write_bytes(b"not an image either")
-    layout.write_image(b.view("center").mask_paths[2], np.full((96, 128), 9, np.uint8))
+    write_image(b.view("center").mask_paths[2], np.full((96, 128), 9, np.uint8))
     problems, n = verify_dataset(dataset_copy)
     assert n == 2
     for needle in (

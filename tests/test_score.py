@@ -10,7 +10,10 @@ import pytest
 from click.testing import CliRunner
 
 from persistbench.cli import main
-from persistbench.layout import Dataset, RunLayout, write_image, write_json
+from persistbench.dataset import Dataset
+from persistbench.files import write_json
+from persistbench.images import write_image
+from persistbench.layout import RunLayout
 from persistbench.sampling import crop_box, crop_resize, sample_indices
 from persistbench.score import frame_sets, load_protocol
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from persistbench import layout, metrics
+from persistbench import metrics
+from persistbench.dataset import Dataset
 from persistbench.segment import TemplateTracker
 
 
 def test_tracker_follows_the_object_and_reports_lost(dataset_dir):
-    for case in layout.Dataset(dataset_dir).cases():
+    for case in Dataset(dataset_dir).cases():
         center, view0 = case.view("center"), case.view("view_0")
         vis = case.visibility()["view_0_visibility"]
         ref = int(np.argmax(vis > 0.7))
@@ -29,7 +30,7 @@ def test_tracker_follows_the_object_and_reports_lost(dataset_dir):
 
 
 def test_tracker_is_deterministic_and_rejects_an_empty_reference(dataset_dir):
-    case = layout.Dataset(dataset_dir).cases()[0]
+    case = Dataset(dataset_dir).cases()[0]
     frames = np.stack(list(case.view("center").frames()))
     ref_mask = case.view("center").mask(0) > 0
     a = TemplateTracker().track(frames, frames[0], ref_mask)

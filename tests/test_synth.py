@@ -12,7 +12,7 @@ from conftest import SMALL
 
 from persistbench import sphere
 from persistbench.cli import main
-from persistbench.layout import Dataset
+from persistbench.dataset import Dataset
 from persistbench.recipes import decode_mask, load_recipes
 from persistbench.synth import generate
 from persistbench.verify import verify_dataset

@@ -8,13 +8,15 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from persistbench import layout
 from persistbench.cli import main
+from persistbench.dataset import Dataset
+from persistbench.images import read_image, write_image
+from persistbench.safeload import save_npy_dict
 from persistbench.verify import verify_dataset
 
 
 def first_case(root):
-    return layout.Dataset(root).cases()[0]
+    return Dataset(root).cases()[0]
 
 
 def test_sound_dataset_passes(dataset_dir):
@@ -24,7 +26,7 @@ def test_sound_dataset_passes(dataset_dir):
 
 def _grey_mask(root):
     p = first_case(root).view("center").mask_paths[2]
-    layout.write_image(p, np.full((96, 128), 7, np.uint8))
+    write_image(p, np.full((96, 128), 7, np.uint8))
     return p, "not binary"
 
 
@@ -38,7 +40,7 @@ def _bad_rotation(root):
     view = first_case(root).view("view_0")
     cam = view.camera()
     cam["cam_poses"][4, :3, :3] *= 1.1
-    layout.save_npy_dict(view.camera_path, cam)
+    save_npy_dict(view.camera_path, cam)
     return view.camera_path, "cam_poses[4] rotation is not orthonormal"
 
 
@@ -46,7 +48,7 @@ def _bad_focal(root):
     view = first_case(root).view("center")
     cam = view.camera()
     cam["cam_intrinsic"][0, 0] = -1
-    layout.save_npy_dict(view.camera_path, cam)
+    save_npy_dict(view.camera_path, cam)
     return view.camera_path, "focal lengths must be positive"
 
 
@@ -54,7 +56,7 @@ def _visibility_out_of_range(root):
     case = first_case(root)
     vis = case.visibility()
     vis["view_0_visibility"][0] = 1.5
-    layout.save_npy_dict(case.visibility_path, vis)
+    save_npy_dict(case.visibility_path, vis)
     return case.visibility_path, "must lie in [0, 1]"
 
 
@@ -62,15 +64,15 @@ def _short_visibility(root):
     case = first_case(root)
     vis = case.visibility()
     vis["view_0_visibility"] = vis["view_0_visibility"][:-1]
-    layout.save_npy_dict(case.visibility_path, vis)
+    save_npy_dict(case.visibility_path, vis)
     return case.visibility_path, "view_0_visibility must be (24,)"
 
 
 def _tampered_frame(root):
     p = first_case(root).view("center").frame_paths[0]
-    img = layout.read_image(p)
+    img = read_image(p)
     img[0, 0] ^= 1
-    layout.write_image(p, img)
+    write_image(p, img)
     return p, "checksum differs"
 
 

@@ -25,7 +25,9 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import PersistbenchError
-from ..layout import frame_name, image_size, list_images, read_image, read_json, write_image, write_json
+from ..files import read_json, write_json
+from ..images import image_size, list_images, read_image, write_image
+from ..layout import frame_name
 from .base import BaseModel, ModelInput, ModelOutput
 
 MAX_PANORAMA = (16384, 8192)  # (w, h): the largest frame an external program may return

@@ -1,0 +1,163 @@
+"""Writing and reading files safely: atomic writes (temporary name + rename), locks, JSON, checksums.
+
+Every file persistbench writes goes through :func:`atomic_path`, so a killed process never leaves
+a half-written file under its real name. Paths themselves come from :mod:`persistbench.layout`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from .errors import PersistbenchError
+
+UMASK = os.umask(0)
+os.umask(UMASK)
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; rename it into place on success.
+
+    On any exception the temporary file is removed and ``path`` is untouched.
+    Parent directories are created. The temporary name holds the writer's pid
+    (``.<name>.<pid>.<random>.tmp``), so what a killed writer left behind is
+    recognised and removed by the next write of the same file.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_temporaries(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
+    os.fchmod(fd, 0o666 & ~UMASK)  # mkstemp makes 0600; give the file the usual permissions
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, path)
+    except BaseException:
+        tmp_path.unlink(missing_ok=True)
+        raise
+
+
+def _remove_stale_temporaries(path: Path) -> None:
+    """Remove temporaries of ``path`` (and SQLite's journals of them) whose writing process is gone."""
+    prefix = f".{path.name}."
+    with os.scandir(path.parent) as entries:
+        for entry in entries:
+            name = entry.name
+            if not (name.startswith(prefix) and name.endswith((".tmp", ".tmp-journal"))):
+                continue
+            pid = name[len(prefix) :].split(".", 1)[0]
+            if pid.isdigit() and not _process_alive(int(pid)):
+                Path(entry.path).unlink(missing_ok=True)
+
+
+def _process_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs; a zombie (killed, not yet reaped by its new parent) does not."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):  # no /proc (not Linux): kill() said it exists
+        return True
+
+
+@contextlib.contextmanager
+def file_lock(path: str | os.PathLike) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (created if missing); released on exit or process death."""
+    import fcntl
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def check_writable(*directories: str | os.PathLike | tuple[str | os.PathLike, str]) -> None:
+    """Create each directory if needed and prove a file can be written in it; else one line naming it.
+
+    Each item is a directory or ``(directory, what)`` (``what`` names it in the message, default
+    ``output``). When one fails, the directories this call created are removed again, so a refused
+    command leaves nothing behind.
+    """
+    created: list[Path] = []
+    try:
+        for item in directories:
+            directory, what = (Path(item[0]), item[1]) if isinstance(item, tuple) else (Path(item), "output")
+            missing = [p for p in (directory, *directory.parents) if not p.exists()]
+            try:
+                directory.mkdir(parents=True, exist_ok=True)
+                created += missing
+                with tempfile.NamedTemporaryFile(dir=directory, prefix=".write-test-"):
+                    pass
+            except OSError as e:
+                raise PersistbenchError(f"{directory}: {what} directory is not writable ({e.strerror})") from None
+    except PersistbenchError:
+        for path in sorted(created, key=lambda p: len(p.parts), reverse=True):
+            with contextlib.suppress(OSError):
+                path.rmdir()
+        raise
+
+
+def copy_bounded(src: BinaryIO, dst: BinaryIO, limit: int, name: str) -> int:
+    """Copy a stream in 1 MiB chunks, refusing it once more than ``limit`` bytes came; return the bytes copied."""
+    total = 0
+    while chunk := src.read(1 << 20):
+        total += len(chunk)
+        if total > limit:
+            raise PersistbenchError(f"{name}: larger than the {limit >> 20} MiB allowed; refused")
+        dst.write(chunk)
+    return total
+
+
+def write_bytes(path: str | os.PathLike, data: bytes) -> str:
+    """Write ``data`` atomically; return its sha256 hex digest."""
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+    return hashlib.sha256(data).hexdigest()
+
+
+def write_text(path: str | os.PathLike, text: str) -> str:
+    return write_bytes(path, text.encode("utf-8"))
+
+
+def dump_json(obj: Any) -> str:
+    """Canonical JSON text (sorted keys, two-space indent, trailing newline)."""
+    return json.dumps(obj, indent=2, sort_keys=True, allow_nan=True) + "\n"
+
+
+def write_json(path: str | os.PathLike, obj: Any) -> str:
+    return write_text(path, dump_json(obj))
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    """Parse a JSON file; a bad file raises a one-line error naming it."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise PersistbenchError(f"{path}: cannot read JSON: {e}") from None
+
+
+def sha256_file(path: str | os.PathLike, progress: Callable[[int], object] | None = None) -> str:
+    """Hex sha256 of a file, read in 1 MiB chunks; ``progress(n)`` is called with each chunk's size."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+            if progress is not None:
+                progress(len(chunk))
+    return h.hexdigest()

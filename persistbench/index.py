@@ -1,0 +1,126 @@
+"""A reconstructed dataset's index: ``cases.jsonl`` (one record per complete case) and ``data.db``.
+
+``data.db`` holds the public toolkit's ``data`` table; both files are rewritten whole, in
+(subset, uid) order, so their bytes depend only on which cases are complete.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+from pathlib import Path
+
+from .errors import PersistbenchError
+from .files import atomic_path, file_lock, write_text
+from .layout import CASES_JSONL, DB_NAME, STATE_DIR, SUBSETS
+from .names import check_name
+
+# Public `data` table columns first (DESIGN section 4), then ours.
+DATA_COLUMNS: dict[str, str] = {
+    "success": "INTEGER",
+    "uid": "TEXT PRIMARY KEY",
+    "obj_id": "TEXT",
+    "output_dir": "TEXT",
+    "visibility_dict_path": "TEXT",
+    "fov": "REAL",
+    "use_stationary": "INTEGER",
+    "overlap_mode": "TEXT",
+    "window_ratio": "REAL",
+    "window_move_ratio": "REAL",
+    "object_dir": "TEXT",
+    "subset": "TEXT",
+    "n_frames": "INTEGER",
+    "width": "INTEGER",
+    "height": "INTEGER",
+    "source_id": "TEXT",
+    "toolkit_version": "TEXT",
+    "recipe_sha256": "TEXT",
+}
+
+
+def read_index(root: str | os.PathLike) -> list[dict]:
+    """Rows of ``data.db`` ordered by (subset, uid); empty when there is no index."""
+    path = Path(root) / DB_NAME
+    if not path.exists():
+        return []
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        con.row_factory = sqlite3.Row
+        with contextlib.closing(con):
+            rows = con.execute("SELECT * FROM data ORDER BY subset, uid").fetchall()
+    except sqlite3.Error as e:
+        raise PersistbenchError(f"{path}: cannot read the index: {e}") from None
+    return [dict(r) for r in rows]
+
+
+def read_case_records(root: str | os.PathLike) -> list[dict]:
+    """Records of ``cases.jsonl``; a malformed line raises an error with its number."""
+    path = Path(root) / CASES_JSONL
+    if not path.exists():
+        return []
+    records = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise PersistbenchError(f"{path}:{n}: not JSON: {e.msg}") from None
+        if not isinstance(rec, dict) or "uid" not in rec or "subset" not in rec:
+            raise PersistbenchError(f"{path}:{n}: a case record needs 'uid' and 'subset'")
+        if rec["subset"] not in SUBSETS:
+            raise PersistbenchError(f"{path}:{n}: subset: must be one of {', '.join(SUBSETS)}")
+        check_name(rec["uid"], f"{path}:{n}: uid")
+        records.append(rec)
+    return records
+
+
+def mark_complete(root: str | os.PathLike, row: dict, record: dict) -> None:
+    """Mark a case complete: its ``cases.jsonl`` record, then its ``data.db`` row.
+
+    ``row`` holds ``data`` columns (missing ones are NULL); ``record`` must hold
+    ``uid`` and ``subset``. Both files are written whole, in (subset, uid) order,
+    to a temporary name and renamed into place, so their bytes are a function of
+    the complete cases, whatever the completion order, and a row in ``data.db``
+    implies its record. Safe to call from several processes: an exclusive file
+    lock serialises it.
+    """
+    root = Path(root)
+    unknown = set(row) - set(DATA_COLUMNS)
+    if unknown:
+        raise ValueError(f"unknown data.db columns: {sorted(unknown)}")
+    key = (record["subset"], record["uid"])
+    with file_lock(root / STATE_DIR / "index.lock"):
+        records = {(r["subset"], r["uid"]): r for r in read_case_records(root)}
+        records[key] = record
+        lines = [json.dumps(records[k], sort_keys=True, separators=(",", ":")) for k in sorted(records)]
+        write_text(root / CASES_JSONL, "".join(line + "\n" for line in lines))
+        rows = {(r["subset"], r["uid"]): r for r in read_index(root)}
+        rows[key] = row
+        _write_index(root / DB_NAME, [rows[k] for k in sorted(rows)])
+
+
+def _write_index(path: Path, rows: list[dict]) -> None:
+    names = list(DATA_COLUMNS)
+    with atomic_path(path) as tmp, contextlib.closing(sqlite3.connect(tmp)) as con:
+        con.execute(f"CREATE TABLE data ({', '.join(f'{k} {v}' for k, v in DATA_COLUMNS.items())})")
+        con.executemany(
+            f"INSERT INTO data ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
+            [[r.get(k) for k in names] for r in rows],
+        )
+        con.commit()
+
+
+def recorded_sha256(root: str | os.PathLike, subset: str, uid: str) -> str | None:
+    """The recipe sha256 of a complete case (its ``data.db`` row), or None; one indexed lookup."""
+    path = Path(root) / DB_NAME
+    if not path.exists():
+        return None
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as con:
+            found = con.execute("SELECT recipe_sha256 FROM data WHERE subset = ? AND uid = ?", (subset, uid)).fetchone()
+    except sqlite3.Error as e:
+        raise PersistbenchError(f"{path}: cannot read the index: {e}") from None
+    return found[0] if found else None

@@ -1,0 +1,72 @@
+"""The package's structure: no import cycles (module level or inside functions), and the directions
+docs/architecture.md states (scoring never loads model code)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).parent.parent / "persistbench"
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the package modules it imports anywhere in its body (``from . import x`` counts x)."""
+    modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join(anchor + ([node.module] if node.module else []))
+                for alias in node.names:
+                    full = f"{base}.{alias.name}"
+                    deps.add(full if full in modules else base)
+            elif isinstance(node, ast.Import):
+                deps.update(a.name for a in node.names)
+        graph[name] = {d for d in deps if d in modules and d != name}
+    return graph
+
+
+def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for d in graph[todo.pop()]:
+            if d not in seen:
+                seen.add(d)
+                todo.append(d)
+    return seen
+
+
+def test_no_import_cycles():
+    graph = import_graph()
+    # a package's __init__ may re-export its own submodules; anything else importing back is a cycle
+    cycles = sorted(
+        m
+        for m in graph
+        if any(m in _reachable(graph, d) for d in graph[m] if not (d.startswith(m + ".") or m.startswith(d + ".")))
+    )
+    assert not cycles, f"modules on an import cycle: {cycles}"
+
+
+def test_scoring_does_not_load_models():
+    graph = import_graph()
+    reach = _reachable(graph, "persistbench.score")
+    # models.base is the interface's dataclasses; the registry, the built-ins and cmd: adapters are model code
+    loaded = {m for m in reach if m == "persistbench.infer" or m.startswith("persistbench.models")}
+    assert loaded <= {"persistbench.models.base"}, sorted(loaded)
+
+
+def test_graph_sees_imports():
+    """The checker itself: it finds the imports it must judge."""
+    graph = import_graph()
+    assert "persistbench.files" in graph["persistbench.dataset"]
+    assert "persistbench.names" in _reachable(graph, "persistbench.cli")
