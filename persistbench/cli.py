@@ -10,6 +10,7 @@ import click
 
 from . import __version__
 from .errors import PersistbenchError, UsageError, os_error_line
+from .suites import SUITES
 
 DEFAULT_CACHE = "cache/youtube"  # download's source cache, also what doctor checks
 
@@ -95,7 +96,15 @@ def _shard(ctx: click.Context, param: click.Parameter, value: str | None):
 LIMIT = click.option(
     "--limit", type=click.IntRange(1), default=None, help="Only the first N cases of the deterministic order."
 )
-SUBSET = click.option("--subset", type=click.Choice(["dynamic", "static"]), default=None, help="Only this subset.")
+SUBSET = click.option(
+    "--subset", default=None, help="Only this subset (PersistBench: dynamic, static; R2M-Bench: the trajectory)."
+)
+SUITE = click.option(
+    "--suite",
+    type=click.Choice(list(SUITES)),
+    default=None,
+    help="The benchmark (default: recognised from the dataset root).",
+)
 NO_PROGRESS = click.option("--no-progress", is_flag=True, help="No progress bars.")
 
 
@@ -320,6 +329,7 @@ def download(
     help="hold | reproject | oracle | an entry point name | file.py:Class | module:Class | 'cmd:PROGRAM {input} {output}'",
 )
 @click.option("--dataset", required=True, type=click.Path(file_okay=False, exists=True), help="Dataset root.")
+@SUITE
 @output_option("Run directory, e.g. runs/NAME.")
 @click.option(
     "--model-config",
@@ -336,7 +346,19 @@ def download(
 @click.option("--overwrite", is_flag=True, help="Replace an existing run.")
 @NO_PROGRESS
 def infer(
-    model_spec, dataset, output, model_config, device, limit, subset, shard, workers, resume, overwrite, no_progress
+    model_spec,
+    dataset,
+    suite,
+    output,
+    model_config,
+    device,
+    limit,
+    subset,
+    shard,
+    workers,
+    resume,
+    overwrite,
+    no_progress,
 ) -> None:
     """Run a model over the cases and write its predictions (runs/NAME/...).
 
@@ -363,7 +385,9 @@ def infer(
             raise click.BadParameter(f"{model_config}: {e}", param_hint="--model-config") from None
         if not isinstance(config, dict):
             raise click.BadParameter(f"{model_config}: must hold a JSON object", param_hint="--model-config")
-    opts = InferOptions(dataset=Path(dataset), output=Path(output), model=model_spec, device=device, config=config)
+    opts = InferOptions(
+        dataset=Path(dataset), output=Path(output), model=model_spec, device=device, config=config, suite=suite
+    )
     outcomes = run_infer(
         opts,
         limit=limit,
@@ -387,14 +411,21 @@ def infer(
 @click.option(
     "--dataset", default=None, type=click.Path(file_okay=False, exists=True), help="Default: the one in run.json."
 )
-@click.option("--protocol", default="classic-v1", show_default=True, help="Protocol name or JSON file.")
+@SUITE
+@click.option("--protocol", default=None, help="Protocol name or JSON file (default: the suite's: classic-v1, r2m-v1).")
 @click.option(
     "--metrics",
     "metric_list",
     default=None,
     metavar="LIST",
-    help="Comma-separated metrics (default: the protocol's: psnr,ssim,lpips,iou,presence,continuity); "
-    "metrics scored before for the same prediction and protocol are kept.",
+    help="Comma-separated metrics of the protocol (default: all of them); metrics scored before for the same "
+    "prediction and protocol are kept.",
+)
+@click.option(
+    "--pairs",
+    default=None,
+    type=click.Path(exists=True),
+    help="R2M-Bench: upstream's pair files (a pairs/ folder or one <T>.json) instead of sampling them.",
 )
 @click.option(
     "--eval-size",
@@ -426,8 +457,10 @@ def infer(
 def score(
     pred,
     dataset,
+    suite,
     protocol,
     metric_list,
+    pairs,
     eval_size,
     device,
     lpips_weights,
@@ -439,11 +472,12 @@ def score(
     aggregate_only,
     no_progress,
 ) -> None:
-    """Score a run: masked PSNR/SSIM/LPIPS, IoU, presence and continuity on visible and off-screen frames.
+    """Score a run with its suite's protocol.
 
-    Reads our layout (runs/NAME from `persistbench infer`) and the public toolkit's
-    inference output (<uid>/prediction/00000.png with run.json's eval_length and
-    eval_reso; pass --dataset).
+    PersistBench: masked PSNR/SSIM/LPIPS, IoU, presence and continuity on visible and off-screen
+    frames; reads our layout (runs/NAME from `persistbench infer`) and the public toolkit's
+    inference output (<uid>/prediction/00000.png; pass --dataset). R2M-Bench: relative revisit
+    scores (NMR) of generated videos; reads our runs and upstream's <root>/<T>/<id>.mp4.
 
     \b
     Examples:
@@ -453,46 +487,23 @@ def score(
     """
     from pathlib import Path
 
-    from .files import check_writable, read_json
     from .layout import RunLayout
-    from .score import METRICS, ScoreOptions, load_protocol
+    from .score import ScoreOptions, dataset_of
     from .score import score as run_score
 
-    if metric_list is None:
-        wanted = load_protocol(protocol, eval_size).metrics
-    else:
-        wanted = tuple(m.strip() for m in metric_list.split(",") if m.strip())
-        if not wanted:
-            raise click.BadParameter("no metric named; choose from " + ",".join(METRICS), param_hint="--metrics")
-        unknown = set(wanted) - set(METRICS)
-        if unknown:
-            raise click.BadParameter(
-                f"unknown metrics {sorted(unknown)}; choose from {','.join(METRICS)}", param_hint="--metrics"
-            )
-    if dataset is None:
-        info = read_json(RunLayout(Path(pred)).run_json)
-        dataset = (
-            info.get("dataset", {}).get("root")
-            if isinstance(info, dict) and isinstance(info.get("dataset"), dict)
-            else None
-        )
-        if dataset is None:
-            raise click.UsageError(f"{pred}/run.json names no dataset: pass --dataset")
-    check_writable(Path(pred) / "scores")
+    wanted = None if metric_list is None else tuple(m.strip() for m in metric_list.split(",") if m.strip())
     opts = ScoreOptions(
         pred=Path(pred),
-        dataset=Path(dataset),
+        dataset=Path(dataset) if dataset else dataset_of(pred),
         protocol=protocol,
         metrics=wanted,
         device=device,
         lpips_weights=lpips_weights,
         allow_download=allow_download,
         eval_size=eval_size,
+        suite=suite,
+        suite_options={"pairs": pairs} if pairs else {},
     )
-    if shard and aggregate_only:
-        raise click.UsageError(
-            "--shard scores cases; --aggregate-only then combines all shards: use them in separate calls"
-        )
     summary = run_score(
         opts,
         workers=workers,

@@ -46,7 +46,7 @@ from .safeload import load_dict, save_npy_dict
 class View:
     """One view (``view_0`` or ``center``) of a case; everything is read lazily and checked as it is read.
 
-    ``size`` = (w, h) every frame and mask must have (from the case's record), or None: the
+    ``size`` = (h, w) every frame and mask must have (from the case's record), or None: the
     size of the first one read.
     """
 
@@ -79,11 +79,11 @@ class View:
         return len(self.frame_paths) if self.frame_paths else len(self.mask_paths)
 
     def _sized(self, image: np.ndarray, where: object) -> np.ndarray:
-        got = (image.shape[1], image.shape[0])
+        got = image.shape[:2]
         if self.size is None:
             self.size = got
         elif got != self.size:
-            raise PersistbenchError(f"{where}: {got[0]}x{got[1]}, expected {self.size[0]}x{self.size[1]}")
+            raise PersistbenchError(f"{where}: {got[1]}x{got[0]}, expected {self.size[1]}x{self.size[0]}")
         return image
 
     def frames(self) -> Iterator[np.ndarray]:
@@ -150,9 +150,9 @@ class Case:
 
     @property
     def size(self) -> tuple[int, int] | None:
-        """(w, h) of every frame and mask, as recorded."""
+        """(h, w) of every frame and mask, as recorded (the record's ``size`` is [w, h])."""
         size = (self.record or {}).get("size")
-        return (int(size[0]), int(size[1])) if size else None
+        return (int(size[1]), int(size[0])) if size else None
 
     def view(self, name: str) -> View:
         if name not in VIEWS:

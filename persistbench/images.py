@@ -56,12 +56,12 @@ def read_image(path: str | os.PathLike, gray: bool = False) -> np.ndarray:
 
 
 def image_size(path: str | os.PathLike) -> tuple[int, int]:
-    """``(w, h)`` of an image from its header alone (nothing decoded), to bound untrusted files before reading."""
+    """``(h, w)`` of an image from its header alone (nothing decoded), to bound untrusted files before reading."""
     from PIL import Image, UnidentifiedImageError
 
     try:
         with Image.open(path) as image:
-            return image.size
+            return image.height, image.width
     except Image.DecompressionBombError:
         raise PersistbenchError(
             f"{path}: larger than the decompression-bomb limit (2 x {Image.MAX_IMAGE_PIXELS} pixels); refused unread"

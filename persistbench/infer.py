@@ -1,11 +1,10 @@
-"""``persistbench infer``: run a model adapter over the cases and write its predictions.
+"""``persistbench infer``: run a model adapter over a suite's cases and write its predictions.
 
-For each case the frames are sampled uniformly (``np.linspace(0, T-1, n).round()``),
-centre-cropped to the model's aspect ratio and resized, with the intrinsics
-adjusted to match; the model sees ``view_0`` frames and both camera
-trajectories, never the target RGB or masks. Its output is validated before
-anything of the case is written; ``case.json`` is written last. The case loop
-is :mod:`persistbench.runner`.
+What the model gets for a case is the suite's (:meth:`~persistbench.suites.base.Suite.request`:
+PersistBench samples ``view_0`` frames and both cameras; R2M-Bench gives the conditioning image,
+the prompt and every trajectory pose); the model never sees what it is scored against. Its
+output is validated before anything of the case is written, and the case's ``case.json`` is
+written last. The case loop is :mod:`persistbench.runner`; nothing here depends on the suite.
 """
 
 from __future__ import annotations
@@ -20,16 +19,16 @@ from pathlib import Path
 import numpy as np
 
 from . import __version__, runner, sphere
-from .dataset import Dataset
 from .errors import PersistbenchError, UsageError
-from .files import check_writable, file_lock, read_json, write_json
+from .files import check_writable, file_lock, read_json, sha256_file, write_json
 from .images import write_image
 from .layout import STATE_DIR, RunLayout
 from .models import BaseModel, ModelInput, ModelOutput, load_model, resolve
 from .names import remove_tree
 from .runs import case_record
-from .sampling import adjust_intrinsics, crop_box, sample_indices, sampled_frames, sampled_masks, target_size
-from .verify import require_usable
+from .suites import open_suite
+from .suites.base import CaseRef, Request, Suite
+from .video import LOSSLESS_SETTINGS, encode_video
 
 # ---------------------------------------------------------------- output validation (pure)
 
@@ -37,7 +36,7 @@ from .verify import require_usable
 def validate_output(out: object, n: int, size: tuple[int, int]) -> tuple[np.ndarray, np.ndarray | None, str]:
     """Check a model's output; return ``(frames uint8 [n,h,w,3], masks bool [n,h,w] or None, projection)``.
 
-    ``size`` = (w, h) of the expected perspective frames; equirectangular
+    ``size`` = (h, w) of the expected perspective frames; equirectangular
     output must be ``[n, H, 2H, 3]``.
 
     Raises:
@@ -50,8 +49,8 @@ def validate_output(out: object, n: int, size: tuple[int, int]) -> tuple[np.ndar
     frames = np.asarray(out.frames)
     if frames.ndim != 4 or frames.shape[0] != n or frames.shape[3] != 3:
         raise ValueError(f"frames have shape {frames.shape}, expected ({n}, H, W, 3)")
-    if out.projection == "perspective" and frames.shape[1:3] != (size[1], size[0]):
-        raise ValueError(f"frames are {frames.shape[2]}x{frames.shape[1]}, expected {size[0]}x{size[1]}")
+    if out.projection == "perspective" and frames.shape[1:3] != tuple(size):
+        raise ValueError(f"frames are {frames.shape[2]}x{frames.shape[1]}, expected {size[1]}x{size[0]}")
     if out.projection == "equirect" and frames.shape[2] != 2 * frames.shape[1]:
         raise ValueError(f"equirect frames are {frames.shape[2]}x{frames.shape[1]}, expected width = 2 x height")
     if frames.dtype == np.uint8:
@@ -84,6 +83,10 @@ class InferOptions:
     model: str
     device: str = "cpu"
     config: dict | None = None
+    suite: str | None = None  # None: detected from the dataset root
+
+    def open_suite(self) -> Suite:
+        return open_suite(self.dataset, self.suite)
 
 
 _MODELS: dict[str, BaseModel] = {}  # loaded once per process (each worker has its own)
@@ -132,46 +135,23 @@ def sampling_of(model: object, name: str) -> tuple[int, tuple[int, int]]:
     return int(n), (int(res[0]), int(res[1]))
 
 
-def protocol_of(model: object, name: str) -> dict:
+def protocol_of(model: object, name: str, suite: Suite) -> dict:
     """The sampling a model (class or instance) asks for, as recorded in ``run.json``."""
     n, res = sampling_of(model, name)
-    return {
-        "num_frames": n,
-        "resolution": list(res),
-        "sampling": "np.linspace(0, T-1, num_frames).round(); centre crop to the aspect ratio; area resize",
-    }
-
-
-def _cameras(view, idx: np.ndarray, box, out_size) -> dict:
-    cam = view.camera()
-    return {
-        "cam_poses": np.asarray(cam["cam_poses"], np.float64)[idx],
-        "cam_intrinsic": adjust_intrinsics(np.asarray(cam["cam_intrinsic"]), box, out_size),
-    }
+    return {"num_frames": n, "resolution": list(res), "sampling": suite.sampling_note()}
 
 
 def infer_case(key: tuple[str, str], opts: InferOptions) -> None:
     """Predict one case ``(subset, case_id)`` and write it; ``case.json`` last."""
     subset, case_id = key
-    case = require_usable(Dataset(opts.dataset).case(subset, case_id))
     model = _model(opts)
-    source, target = case.view("view_0"), case.view("center")
-    w0, h0 = case.size or source.mask(0).shape[::-1]  # masks are PNG files in every layout: no video decode
     num_frames, resolution = sampling_of(model, opts.model)
-    idx = sample_indices(case.n_frames, num_frames)
-    box = crop_box((w0, h0), resolution)
-    out_size = target_size((w0, h0), resolution)
-    cams_out = _cameras(target, idx, box, out_size)
-    if getattr(model, "uses_ground_truth", False):
-        model.ground_truth = (sampled_frames(target, idx, box, out_size), sampled_masks(target, idx, box, out_size))
-    sample = ModelInput(
-        uid=case_id,
-        input_frames=sampled_frames(source, idx, box, out_size).astype(np.float32) / 255.0,
-        input_cameras=_cameras(source, idx, box, out_size),
-        target_cameras=cams_out,
-    )
+    oracle = bool(getattr(model, "uses_ground_truth", False))
+    req = opts.open_suite().request(CaseRef(subset, case_id), num_frames, resolution, oracle)
+    if oracle:
+        model.ground_truth = req.ground_truth
     try:
-        out = model.predict(sample)
+        out = model.predict(ModelInput(**req.fields))
     except PersistbenchError:
         raise
     except SystemExit as e:  # the model's own code ended the process: that case fails, the run goes on
@@ -179,18 +159,18 @@ def infer_case(key: tuple[str, str], opts: InferOptions) -> None:
     except Exception as e:  # the model's own code: one line, the run goes on
         raise PersistbenchError(f"{case_id}: model raised {type(e).__name__}: {e}".splitlines()[0]) from None
     try:
-        frames, masks, projection = validate_output(out, len(idx), out_size)
+        frames, masks, projection = validate_output(out, req.n_frames, req.size)
     except ValueError as e:
         raise PersistbenchError(f"{case_id}: bad model output: {e}") from None
     if projection == "equirect":
-        frames, masks = _from_equirect(frames, masks, cams_out, out_size)
-    _write_case(RunLayout(opts.output), subset, case_id, idx, frames, masks, projection, (w0, h0), box)
+        frames, masks = _from_equirect(frames, masks, req.fields["target_cameras"], req.size)
+    _write_case(RunLayout(opts.output), subset, case_id, req, frames, masks, projection)
 
 
 def _from_equirect(frames, masks, cams, size):
-    """Reproject panoramas into the target cameras (RGB bilinear, masks nearest)."""
+    """Reproject panoramas into the target cameras (RGB bilinear, masks nearest); ``size`` = (h, w)."""
     pano_size = (frames.shape[2], frames.shape[1])
-    mapper = sphere.PerspectiveMapper(cams["cam_intrinsic"], size, pano_size)
+    mapper = sphere.PerspectiveMapper(cams["cam_intrinsic"], (size[1], size[0]), pano_size)
     views, view_masks = [], []
     for t, r in enumerate(cams["cam_poses"][:, :3, :3]):
         maps = mapper.maps(r)
@@ -200,24 +180,29 @@ def _from_equirect(frames, masks, cams, size):
     return np.stack(views), (np.stack(view_masks) if masks is not None else None)
 
 
-def _write_case(run: RunLayout, subset, case_id, idx, frames, masks, projection, source_size, box) -> None:
+def _write_case(run: RunLayout, subset, case_id, req: Request, frames, masks, projection) -> None:
     remove_tree(run.root, run.case_dir(subset, case_id))  # leftovers of an interrupted run
     files = {}
-    for t in range(len(frames)):
-        path = run.frame_path(subset, case_id, t)
-        files[path.relative_to(run.root).as_posix()] = write_image(path, frames[t])
-        if masks is not None:
-            path = run.mask_path(subset, case_id, t)
-            files[path.relative_to(run.root).as_posix()] = write_image(path, masks[t].astype(np.uint8) * 255)
+
+    def record(path, digest: str) -> None:
+        files[path.relative_to(run.root).as_posix()] = digest
+
+    if req.video_fps is not None:
+        path = run.video_path(subset, case_id)
+        encode_video(path, frames, req.video_fps, LOSSLESS_SETTINGS)
+        record(path, sha256_file(path))
+    else:
+        for t in range(len(frames)):
+            record(run.frame_path(subset, case_id, t), write_image(run.frame_path(subset, case_id, t), frames[t]))
+    for t in range(len(frames) if masks is not None else 0):
+        path = run.mask_path(subset, case_id, t)
+        record(path, write_image(path, masks[t].astype(np.uint8) * 255))
     write_json(
         run.case_json(subset, case_id),
         {
             "uid": case_id,
             "subset": subset,
-            "frame_indices": idx.tolist(),
-            "size": [int(frames.shape[2]), int(frames.shape[1])],
-            "source_size": list(source_size),
-            "crop": list(box),
+            **req.record,
             "projection": projection,
             "has_masks": masks is not None,
             "files": dict(sorted(files.items())),
@@ -235,7 +220,7 @@ def _predicted(key: tuple[str, str], run: RunLayout) -> bool:
 def start_run(opts: InferOptions, resume: bool, overwrite: bool) -> dict:
     """Write (or, with ``resume``, check) ``run.json`` before any case; return it."""
     run = RunLayout(opts.output)
-    ds = Dataset(opts.dataset)
+    suite = opts.open_suite()
     factory = resolve(opts.model)
     # num_frames and resolution are class attributes; a cmd: model takes them from its config,
     # so it is built here (cheaply). Real models load in the workers only.
@@ -245,14 +230,14 @@ def start_run(opts: InferOptions, resume: bool, overwrite: bool) -> dict:
         "config": opts.config or {},
         "device": opts.device,
         "oracle": bool(getattr(model, "uses_ground_truth", False)),
-        "protocol": protocol_of(model, opts.model),
-        "dataset": {"root": str(ds.root.resolve()), "fingerprint": ds.fingerprint()},
+        "protocol": protocol_of(model, opts.model, suite),
+        "dataset": {"root": str(suite.root.resolve()), "fingerprint": suite.fingerprint()},
         "toolkit_version": __version__,
         "model_class": f"{type(model).__module__}.{type(model).__qualname__}"
         if isinstance(factory, functools.partial)
         else f"{factory.__module__}.{factory.__qualname__}",
     }
-    with file_lock(run.root / STATE_DIR / "run.lock"):  # two infers into one output: one decides, then the other
+    with file_lock(run.state_dir / "run.lock"):  # two infers into one output: one decides, then the other
         return _claim_run(run, info, resume, overwrite)
 
 
@@ -297,16 +282,16 @@ def infer(
     progress: bool = True,
 ) -> list[runner.Outcome]:
     """Run the model over the selected cases; one outcome per case, in order."""
-    everything = Dataset(opts.dataset).cases()
+    everything = opts.open_suite().cases()
     if not everything:
-        raise UsageError(f"{opts.dataset}: no cases (not a dataset root? expected <subset>/<case_id>/view_0/)")
+        raise UsageError(f"{opts.dataset}: no cases (not a dataset root?)")
     cases = runner.select(everything, lambda c: c.subset, subset, limit, shard)
     check_writable(opts.output)
     start_run(opts, resume, overwrite)
     run = RunLayout(opts.output)
     keys = [(c.subset, c.case_id) for c in cases]
     predicted = functools.partial(_predicted, run=run)
-    job = runner.Job(functools.partial(infer_case, opts=opts), run.root / STATE_DIR, predicted)
+    job = runner.Job(functools.partial(infer_case, opts=opts), run.state_dir, predicted)
     try:
         return runner.run(
             keys, key_of=lambda k: k[1], job=job, is_done=predicted, workers=workers, desc="infer", progress=progress

@@ -38,6 +38,7 @@ CAMERA_NAME = "camera_params.npy"
 VISIBILITY_NAME = "visibility_dict.npy"
 THETA_PHI_NAME = "theta_phi_values.npy"
 FRAME_FORMATS = ("png", "jpg")
+PREDICTION_VIDEO = "gen.mp4"  # R2M-Bench's name for a generated video, <root>/<T>/<id>/gen.mp4
 
 # Public `data` table columns first (DESIGN section 4), then ours.
 
@@ -119,6 +120,15 @@ class RunLayout:
     def case_json(self, subset: str, case_id: str) -> Path:
         return self.case_dir(subset, case_id) / "case.json"
 
+    def video_path(self, subset: str, case_id: str) -> Path:
+        """A prediction written as one video (suites whose cases are long generated videos)."""
+        return self.case_dir(subset, case_id) / PREDICTION_VIDEO
+
+    @property
+    def state_dir(self) -> Path:
+        """Locks and done records of ``infer``."""
+        return self.root / STATE_DIR
+
     @property
     def log_dir(self) -> Path:
         """Per-case logs of external (``cmd:``) models: ``logs/<case_id>.log``."""
@@ -126,6 +136,10 @@ class RunLayout:
 
     def scores_dir(self, protocol: str) -> Path:
         return child(self.root, "scores", protocol)
+
+    def scores_state_dir(self, protocol: str) -> Path:
+        """Locks and done records of ``score`` under one protocol."""
+        return self.scores_dir(protocol) / STATE_DIR
 
     def case_scores(self, protocol: str, subset: str, case_id: str) -> Path:
         return child(self.scores_dir(protocol), subset, f"{case_id}.json")

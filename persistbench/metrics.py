@@ -13,7 +13,6 @@ import numpy as np
 
 PSNR_CAP = 100.0
 SSIM_SIGMA = 1.5
-SSIM_TRUNCATE = 3.5  # as scikit-image: an 11 x 11 window at sigma 1.5
 SSIM_K1, SSIM_K2 = 0.01, 0.03
 
 
@@ -49,38 +48,49 @@ def masked_psnr(pred: np.ndarray, ref: np.ndarray, mask: np.ndarray, cap: float 
 
 
 @lru_cache(maxsize=4)
-def _gaussian_kernel(sigma: float, truncate: float) -> np.ndarray:
-    """scipy.ndimage's 1-D Gaussian: radius ``int(truncate * sigma + 0.5)``, normalised to sum 1."""
-    radius = int(truncate * sigma + 0.5)
+def _gaussian_kernel(sigma: float, radius: int) -> np.ndarray:
+    """scipy.ndimage's 1-D Gaussian of ``2 * radius + 1`` taps, normalised to sum 1."""
     x = np.arange(-radius, radius + 1, dtype=np.float64)
     k = np.exp(-0.5 * x**2 / sigma**2)
     return k / k.sum()
 
 
-def ssim_map(pred: np.ndarray, ref: np.ndarray) -> np.ndarray:
-    """SSIM map ``(H, W, C)`` of Wang et al. as scikit-image computes it with
-    ``gaussian_weights=True, sigma=1.5, use_sample_covariance=False, data_range=1``
-    (Gaussian filtering with reflected borders), in float64.
+def ssim_map(
+    pred: np.ndarray,
+    ref: np.ndarray,
+    sigma: float = SSIM_SIGMA,
+    window: int = 11,
+    k1: float = SSIM_K1,
+    k2: float = SSIM_K2,
+    sample_covariance: bool = False,
+) -> np.ndarray:
+    """SSIM map ``(H, W, C)`` of Wang et al. as scikit-image computes it with ``gaussian_weights=True``
+    and ``data_range=1`` (Gaussian filtering with reflected borders), in float64.
+
+    ``window`` is the odd side of the Gaussian window (scikit-image: ``2 * int(3.5 * sigma + 0.5) + 1``,
+    11 at sigma 1.5); ``sample_covariance`` scales the variances by ``N / (N - 1)``, ``N = window**2``.
     """
     import cv2
 
     x, y = _float(pred), _float(ref)
-    k = _gaussian_kernel(SSIM_SIGMA, SSIM_TRUNCATE)
+    k = _gaussian_kernel(sigma, window // 2)
 
     def blur(a: np.ndarray) -> np.ndarray:
         return cv2.sepFilter2D(a, cv2.CV_64F, k, k, borderType=cv2.BORDER_REFLECT)
 
     ux, uy = blur(x), blur(y)
-    vx = blur(x * x) - ux * ux
-    vy = blur(y * y) - uy * uy
-    vxy = blur(x * y) - ux * uy
-    c1, c2 = SSIM_K1**2, SSIM_K2**2
+    norm = window * window / (window * window - 1) if sample_covariance else 1.0
+    vx = norm * (blur(x * x) - ux * ux)
+    vy = norm * (blur(y * y) - uy * uy)
+    vxy = norm * (blur(x * y) - ux * uy)
+    c1, c2 = k1**2, k2**2
     s = ((2 * ux * uy + c1) * (2 * vxy + c2)) / ((ux * ux + uy * uy + c1) * (vx + vy + c2))
     return s.reshape(x.shape)
 
 
-def masked_ssim(pred: np.ndarray, ref: np.ndarray, mask: np.ndarray) -> float:
-    """The full-image SSIM map averaged over the mask (and channels); NaN for an empty mask.
+def masked_ssim(pred: np.ndarray, ref: np.ndarray, mask: np.ndarray, **params) -> float:
+    """The full-image SSIM map (:func:`ssim_map` with ``params``) averaged over the mask and channels;
+    NaN for an empty mask.
 
     Only the mask's bounding box grown by the window radius is filtered: a
     pixel's SSIM depends on pixels within the radius only, and where the box
@@ -88,10 +98,10 @@ def masked_ssim(pred: np.ndarray, ref: np.ndarray, mask: np.ndarray) -> float:
     equal the full map's exactly.
     """
     mask = np.asarray(mask, bool)
-    box = _box(mask, len(_gaussian_kernel(SSIM_SIGMA, SSIM_TRUNCATE)) // 2)
+    box = _box(mask, params.get("window", 11) // 2)
     if box is None:
         return float("nan")
-    s = ssim_map(np.asarray(pred)[box], np.asarray(ref)[box])
+    s = ssim_map(np.asarray(pred)[box], np.asarray(ref)[box], **params)
     return float(s[mask[box]].mean())
 
 

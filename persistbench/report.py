@@ -23,7 +23,7 @@ from .errors import PersistbenchError
 from .files import read_json, write_text
 from .images import encode_image, list_images, read_image
 from .layout import RunLayout
-from .score import SPLITS
+from .suites.persistbench.scoring import SPLITS
 
 HIGHER_IS_BETTER = {"psnr": True, "ssim": True, "lpips": False, "iou": True, "presence": True, "continuity": True}
 SHEET_COLUMNS = 5

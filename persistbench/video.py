@@ -21,6 +21,8 @@ from .errors import PersistbenchError
 
 # x264 settings of every clip this toolkit writes; recorded next to the clips.
 H264_SETTINGS = {"codec": "libx264", "crf": 16, "preset": "medium", "pix_fmt": "yuv420p", "threads": 1}
+# Predictions written as video: x264's RGB encoder at crf 0 is lossless (decodes to the same bytes).
+LOSSLESS_SETTINGS = {"codec": "libx264rgb", "crf": 0, "preset": "ultrafast", "pix_fmt": "rgb24", "threads": 1}
 
 
 def ffmpeg_exe() -> str:
@@ -189,7 +191,7 @@ def encode_video(
 
     Args:
         path: output ``.mp4``; written under a temporary name, renamed when ffmpeg succeeds.
-        frames: ``(H, W, 3)`` uint8 arrays of one size (even width and height).
+        frames: ``(H, W, 3)`` uint8 arrays of one size (even width and height for yuv420p).
         fps: frame rate.
         settings: codec, crf, preset, pix_fmt and threads (default :data:`H264_SETTINGS`).
     Returns:

@@ -130,7 +130,9 @@ def test_protocol_name_cannot_leave_the_run(tmp_path):
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "run.json").write_text("{}")
     before = snapshot(tmp_path)
-    result = run_cli("score", "--pred", "run", "--dataset", ".", "--protocol", "p.json", cwd=tmp_path)
+    result = run_cli(
+        "score", "--pred", "run", "--dataset", ".", "--suite", "persistbench", "--protocol", "p.json", cwd=tmp_path
+    )
     one_line_error(result, "p.json: name: '../../x' is not a safe name")
     assert snapshot(tmp_path) == before
 
@@ -493,20 +495,21 @@ def test_masks_are_resized_centre_aligned_and_scored_like_scikit_image(tmp_path,
 
     from persistbench import metrics
     from persistbench.sampling import crop_resize
-    from persistbench.score import _read_all
+    from persistbench.suites.persistbench.scoring import read_all
 
     rng = np.random.default_rng(sum(size) + sum(out))
     w, h = size
+    out_hw = (out[1], out[0])
     yy, xx = np.mgrid[:h, :w]
     mask = (((xx - w / 2) / (w / 4)) ** 2 + ((yy - h / 2) / (h / 4)) ** 2 < 1).astype(np.uint8) * 255
     x0, y0, cw, ch = box
     want = np.asarray(Image.fromarray(mask[y0 : y0 + ch, x0 : x0 + cw]).resize(out, Image.NEAREST)) > 0
-    got = crop_resize(mask, box, out, nearest=True) > 0
+    got = crop_resize(mask, box, out_hw, nearest=True) > 0
     assert np.array_equal(got, want)
     # The scorer's own read path (files -> resize) gives the same masks, and its scores on them are
     # scikit-image's on the same resized inputs.
     write_image(tmp_path / "mask_0000.png", mask[y0 : y0 + ch, x0 : x0 + cw])
-    assert np.array_equal(_read_all([tmp_path / "mask_0000.png"], None, out, gray=True)[0] > 0, want)
+    assert np.array_equal(read_all([tmp_path / "mask_0000.png"], None, out_hw, gray=True, rgb="area")[0] > 0, want)
     a = rng.random((out[1], out[0], 3))
     b = np.clip(a + rng.normal(0, 0.05, a.shape), 0, 1)
     assert metrics.masked_psnr(a, b, want) == pytest.approx(

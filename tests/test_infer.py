@@ -14,6 +14,7 @@ import numpy as np
 from click.testing import CliRunner
 
 from persistbench import BaseModel, ModelInput, ModelOutput, layout
+from persistbench.camera import Camera
 from persistbench.cli import main
 from persistbench.dataset import Dataset
 from persistbench.download import resolve_recipes
@@ -21,7 +22,7 @@ from persistbench.files import write_json
 from persistbench.images import list_images, read_image
 from persistbench.recipes import load_recipes
 from persistbench.reconstruct import clip_frames
-from persistbench.sampling import adjust_intrinsics, crop_box, sample_indices
+from persistbench.sampling import crop_box, fit_camera, sample_indices
 
 ROOT = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve()
@@ -105,11 +106,13 @@ class BadModel(BaseModel):
 def test_sampling_crop_and_intrinsics():
     np.testing.assert_array_equal(sample_indices(60, 8), np.linspace(0, 59, 8).round())
     np.testing.assert_array_equal(sample_indices(5, -1), np.arange(5))
-    assert crop_box((256, 192), (96, 128)) == (0, 0, 256, 192)  # same aspect: no crop
-    assert crop_box((256, 192), (100, 100)) == (32, 0, 192, 192)
-    assert crop_box((256, 192), (-1, -1)) == (0, 0, 256, 192)
+    assert crop_box((192, 256), (96, 128)) == (0, 0, 256, 192)  # same aspect: no crop
+    assert crop_box((192, 256), (100, 100)) == (32, 0, 192, 192)
+    assert crop_box((192, 256), (-1, -1)) == (0, 0, 256, 192)
     k = np.array([[128.0, 0, 128], [0, 128, 96], [0, 0, 1]])
-    k2 = adjust_intrinsics(k, (32, 0, 192, 192), (100, 100))
+    cam = fit_camera(Camera(k, 192, 256, np.eye(4)[None]), (32, 0, 192, 192), (100, 100))
+    assert (cam.height, cam.width) == (100, 100)
+    k2 = cam.k
     # The principal point stays at the image centre and the field of view is what the crop keeps.
     np.testing.assert_allclose([k2[0, 2], k2[1, 2]], [50, 50])
     np.testing.assert_allclose(2 * np.arctan(50 / k2[0, 0]), 2 * np.arctan(96 / 128))

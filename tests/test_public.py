@@ -71,7 +71,7 @@ def public_tree(ds: Path, out: Path, length: int, reso: list[int] | int, drop: i
                 "schema_version": 1,
                 "uid": uid,
                 "num_frames": len(idx),
-                "sizes_wh": [list(size)] * len(idx),
+                "sizes_wh": [[size[1], size[0]]] * len(idx),
                 "files": files,
             },
         )

@@ -15,7 +15,10 @@ from persistbench.files import write_json
 from persistbench.images import write_image
 from persistbench.layout import RunLayout
 from persistbench.sampling import crop_box, crop_resize, sample_indices
-from persistbench.score import frame_sets, load_protocol
+from persistbench.suites.persistbench.scoring import frame_sets
+from persistbench.suites.persistbench.suite import PersistBench
+
+load_protocol = PersistBench.load_protocol
 
 
 def test_frame_sets_start_at_the_first_visible_frame():
@@ -24,7 +27,7 @@ def test_frame_sets_start_at_the_first_visible_frame():
     visible, invisible = frame_sets(vis, p)
     assert visible.tolist() == [False, False, True, True, False, False, False, True, False]
     assert invisible.tolist() == [False, False, False, False, False, True, True, False, False]
-    assert p.eval_size == (512, 384) and len(p.sha256) == 64
+    assert p.config["eval_size"] == [384, 512] and len(p.sha256) == 64
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +101,7 @@ def test_eval_size_changes_the_protocol_hash_and_never_overwrites(runs, tmp_path
         main, ["score", "--no-progress", "--pred", str(run), "--eval-size", "192x256", "--metrics", "psnr,iou"]
     )
     assert result.exit_code == 0, result.output
-    derived = load_protocol("classic-v1", (192, 256))
+    derived = load_protocol("classic-v1", {"eval_size": [192, 256]})
     assert (
         derived.sha256 != load_protocol("classic-v1").sha256 and derived.dirname == f"classic-v1-{derived.sha256[:8]}"
     )
@@ -199,11 +202,11 @@ def test_public_toolkit_output_is_scored(sample_ds, tmp_path):
     write_json(run / "run.json", {"eval_length": length, "eval_reso": list(reso)})
     for case in Dataset(sample_ds).cases():
         view = case.view("center")
-        box = crop_box((view.mask(0).shape[1], view.mask(0).shape[0]), reso)
+        box = crop_box(view.mask(0).shape, reso)
         for i, t in enumerate(sample_indices(case.n_frames, length)):
             write_image(
                 RunLayout(run).public_prediction_dir(case.case_id) / f"{i:05d}.png",
-                crop_resize(view.frame(t), box, reso[::-1]),
+                crop_resize(view.frame(t), box, reso),
             )
     result = CliRunner().invoke(main, ["score", "--no-progress", "--pred", str(run), "--metrics", "psnr,iou"])
     assert result.exit_code == 2 and "pass --dataset" in result.output

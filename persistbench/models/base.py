@@ -29,13 +29,18 @@ class ModelInput:
         input_frames: ``[T, H, W, 3]`` float32 RGB in [0, 1], the ``view_0`` frames.
         input_cameras: ``{"cam_poses": (T, 4, 4) camera-to-world, "cam_intrinsic": (3, 3)}`` of ``view_0``.
         target_cameras: the same for the ``center`` view the model must render.
-    Both camera sets share one world frame (OpenCV axes: x right, y down, z forward).
+        prompt: a text prompt (R2M-Bench), or None (PersistBench).
+    Both camera sets share one world frame (OpenCV axes: x right, y down, z forward). An extension
+    of the public interface: ``prompt`` is new and optional, so models written for it run unchanged.
+    R2M-Bench gives one input frame (the conditioning image, at pose 0) and every trajectory pose
+    as target cameras.
     """
 
     uid: str
     input_frames: np.ndarray
     input_cameras: dict
     target_cameras: dict
+    prompt: str | None = None
 
 
 @dataclass

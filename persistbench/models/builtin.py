@@ -1,4 +1,5 @@
-"""Built-in models: ``hold`` (a floor), ``reproject`` (a memory panorama) and ``oracle`` (checks the scorer)."""
+"""Built-in models: ``hold`` (a floor), ``reproject`` (a memory panorama), ``warp`` (a rotation homography of
+the first input frame) and ``oracle`` (checks the scorer)."""
 
 from __future__ import annotations
 
@@ -21,10 +22,43 @@ class HoldModel(BaseModel):
     """A floor: for each target frame, the last input frame available at that time
     (the input view at the same moment), ignoring the target camera and remembering
     nothing. Causal on purpose: the final input frame often looks at the object
-    again, and holding it for every frame would copy the future."""
+    again, and holding it for every frame would copy the future. With fewer input
+    frames than target cameras (R2M-Bench: one conditioning image) the last one is held."""
 
     def predict(self, sample: ModelInput) -> ModelOutput:
-        return ModelOutput(frames=_uint8(sample.input_frames))
+        frames = _uint8(sample.input_frames)
+        n = len(sample.target_cameras["cam_poses"])
+        return ModelOutput(frames=frames[np.minimum(np.arange(n), len(frames) - 1)])
+
+
+class WarpModel(BaseModel):
+    """The first input frame warped into each target camera by the rotation homography ``K_t R K_0^-1``.
+
+    Assumes a distant scene (translation ignored): a target ray ``d`` of camera ``t`` is looked up
+    at ``K_0 R_0^T R_t K_t^-1 d`` in the first input frame (bilinear); rays that fall outside it or
+    behind its camera are black. A baseline for R2M-Bench that needs no weights.
+    """
+
+    def predict(self, sample: ModelInput) -> ModelOutput:
+        import cv2
+
+        image = _uint8(sample.input_frames[:1])[0]
+        k0 = np.asarray(sample.input_cameras["cam_intrinsic"], np.float64)
+        r0 = np.asarray(sample.input_cameras["cam_poses"], np.float64)[0, :3, :3]
+        kt = np.asarray(sample.target_cameras["cam_intrinsic"], np.float64)
+        poses = np.asarray(sample.target_cameras["cam_poses"], np.float64)
+        w, h = _size(kt)
+        u, v = np.meshgrid(np.arange(w) + 0.5, np.arange(h) + 0.5)
+        rays = np.linalg.inv(kt) @ np.stack([u.ravel(), v.ravel(), np.ones(u.size)])
+        out = []
+        for pose in poses:
+            d = k0 @ (r0.T @ pose[:3, :3] @ rays)
+            ahead = d[2] > 1e-9
+            z = np.where(ahead, d[2], 1.0)
+            mx = np.where(ahead, d[0] / z - 0.5, -1e6).reshape(h, w).astype(np.float32)
+            my = np.where(ahead, d[1] / z - 0.5, -1e6).reshape(h, w).astype(np.float32)
+            out.append(cv2.remap(image, mx, my, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT, borderValue=0))
+        return ModelOutput(frames=np.stack(out))
 
 
 class ReprojectModel(BaseModel):

@@ -142,9 +142,9 @@ def _read_output(out: Path, sample: ModelInput, program: str) -> ModelOutput:
             f"{sample.uid}: {program} wrote {len(paths)} frames and {len(mask_paths)} masks, expected {n}"
         )
     for p in paths + mask_paths:
-        size = image_size(p)
-        if projection == "perspective" and size != (w, h) or size[0] > MAX_PANORAMA[0] or size[1] > MAX_PANORAMA[1]:
-            raise PersistbenchError(f"{p}: {size[0]}x{size[1]}, expected {w}x{h}")
+        ph, pw = image_size(p)
+        if projection == "perspective" and (ph, pw) != (h, w) or pw > MAX_PANORAMA[0] or ph > MAX_PANORAMA[1]:
+            raise PersistbenchError(f"{p}: {pw}x{ph}, expected {w}x{h}")
     result = np.stack([read_image(p) for p in paths])
     masks = np.stack([read_image(p, gray=True) > 0 for p in mask_paths]) if mask_paths else None
     return ModelOutput(frames=result, masks=masks, projection=projection)

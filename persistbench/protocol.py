@@ -1,0 +1,161 @@
+"""Scoring protocols: JSON files that are the single source of every scoring parameter.
+
+A protocol is shipped (``persistbench/data/protocols/<name>.json``, linked from ``configs/``) or a
+file the user passes; either way it is untrusted JSON, checked against its suite's schema
+(:attr:`persistbench.suites.base.Suite.protocol_schema`): every field is declared there, a
+number with its bounds or the values it may take, and each one acts on the scores. A protocol
+whose content differs from the shipped one of its name scores into ``scores/<name>-<sha256[:8]>/``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from .errors import PersistbenchError
+from .files import read_json
+from .names import name_problem
+from .registry import METRICS
+
+Check = Callable[[object], str | None]  # a field's problem, or None
+
+
+@dataclass(frozen=True)
+class Protocol:
+    name: str
+    config: dict
+    sha256: str  # of the canonical JSON: recorded in every output
+    dirname: str  # scores/<dirname>/: the name, or name-<sha256[:8]> for a protocol changed from the shipped one
+
+    @property
+    def metrics(self) -> tuple[str, ...]:
+        return tuple(self.config["metrics"])
+
+    def params(self, metric: str) -> dict:
+        """The parameters of ``metric`` (its section of the protocol; empty when it has none)."""
+        section = METRICS[metric].params
+        return dict(self.config.get(section, {})) if section else {}
+
+
+# ---------------------------------------------------------------- schema building blocks
+
+
+def number(lo: float, hi: float, integer: bool = False, odd: bool = False) -> Check:
+    def check(v: object) -> str | None:
+        kinds = (int,) if integer else (int, float)
+        if isinstance(v, bool) or not isinstance(v, kinds) or not lo <= v <= hi or (odd and v % 2 == 0):
+            return f"must be {'an odd ' if odd else 'an ' if integer else 'a '}{'integer' if integer else 'number'} in [{lo}, {hi}]"
+        return None
+
+    return check
+
+
+def interval(lo: float, hi: float) -> Check:
+    """``[low, high]`` with ``lo <= low <= high <= hi``."""
+
+    def check(v: object) -> str | None:
+        nums = (
+            isinstance(v, list)
+            and len(v) == 2
+            and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)
+        )
+        return None if nums and lo <= v[0] <= v[1] <= hi else f"must be [low, high] within [{lo}, {hi}]"
+
+    return check
+
+
+def one_of(*values: object) -> Check:
+    def check(v: object) -> str | None:
+        return None if v in values and type(v) in {type(x) for x in values} else f"must be one of {list(values)}"
+
+    return check
+
+
+def size_hw(v: object) -> str | None:
+    ok = isinstance(v, list) and len(v) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
+    return None if ok and all(0 < x <= 8192 for x in v) else "must be [height, width], positive integers at most 8192"
+
+
+def section(fields: dict[str, Check]) -> Check:
+    """A JSON object with exactly ``fields``."""
+
+    def check(v: object) -> str | None:
+        if not isinstance(v, dict):
+            return "must be a JSON object"
+        for key in sorted(set(v) ^ set(fields)):
+            return f"{key}: {'unknown field' if key in v else 'missing'}"
+        for key, field_check in fields.items():
+            problem = field_check(v[key])
+            if problem:
+                return f"{key}: {problem}"
+        return None
+
+    return check
+
+
+def metric_list(allowed: tuple[str, ...]) -> Check:
+    def check(v: object) -> str | None:
+        if not (isinstance(v, list) and v and all(isinstance(m, str) for m in v)):
+            return "must be a non-empty list of metric names"
+        unknown = sorted(set(v) - set(allowed))
+        return f"unknown {unknown}; known: {', '.join(allowed)}" if unknown else None
+
+    return check
+
+
+# ---------------------------------------------------------------- loading
+
+
+def _canonical_sha256(config: dict) -> str:
+    return hashlib.sha256(json.dumps(config, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def shipped_path(name: str) -> Path:
+    return Path(str(resources.files("persistbench") / "data" / "protocols" / f"{name}.json"))
+
+
+def problems(config: object, schema: dict[str, Check]) -> Iterator[str]:
+    """What is wrong with a protocol file's content against ``schema`` (field -> check)."""
+    if not isinstance(config, dict):
+        yield "must be a JSON object"
+        return
+    problem = name_problem(config.get("name"))
+    if problem:
+        yield f"name: {problem}"
+    for key in sorted(set(config) - set(schema) - {"name"}):
+        yield f"{key}: unknown field"
+    for key, check in schema.items():
+        if key not in config:
+            yield f"{key}: missing"
+            continue
+        problem = check(config[key])
+        if problem:
+            yield f"{key}: {problem}"
+
+
+def load_protocol(
+    spec: str, schema: dict[str, Check], shipped: tuple[str, ...], overrides: dict | None = None
+) -> Protocol:
+    """A protocol by shipped name or JSON path, checked against ``schema``; ``overrides`` replace top-level fields.
+
+    ``shipped`` names the suite's shipped protocols (for the message when ``spec`` is neither).
+    """
+    path = Path(spec)
+    if not path.is_file():
+        path = shipped_path(spec) if name_problem(spec) is None and spec in shipped else path
+    if not path.is_file():
+        raise PersistbenchError(f"--protocol {spec}: no such protocol (shipped: {', '.join(shipped)}) or file")
+    config = read_json(path)
+    if overrides and isinstance(config, dict):
+        config = {**config, **overrides}
+    problem = next(problems(config, schema), None)
+    if problem:
+        raise PersistbenchError(f"{path}: {problem}")
+    sha = _canonical_sha256(config)
+    original = shipped_path(config["name"])
+    same = not original.is_file() or _canonical_sha256(read_json(original)) == sha
+    return Protocol(config["name"], config, sha, config["name"] if same else f"{config['name']}-{sha[:8]}")

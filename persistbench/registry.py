@@ -1,0 +1,242 @@
+"""The metric registry: one :class:`MetricSpec` per metric, the single place that knows a metric.
+
+A spec says what the metric is called, its family, whether higher is better, the range its values
+take, what it needs (a ground-truth mask, a frame pair, weights, an optional extra), its function
+and the protocol section its parameters come from. Parameters live only in the protocol file
+(``persistbench/data/protocols/*.json``): a function gets that section as keyword arguments.
+
+Two kinds of function:
+
+* ``frame``: ``fn(batch: FrameBatch, params) -> list[float]``, one value per predicted frame
+  against the ground truth (PersistBench);
+* ``pair``: ``fn(video: PairVideo, pairs, params) -> list[float]``, one value per ``(a, b)`` pair
+  of frames of one generated video (R2M-Bench), with per-frame work shared by the pairs.
+
+CLI choices, report ordering and the demo table come from :data:`METRICS`. Adding a metric: a pure
+function (``metrics.py`` or ``pair_metrics.py``), a spec here, its parameters in the protocol,
+a test against a reference implementation; see docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import metrics, pair_metrics
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    name: str
+    family: str
+    higher_is_better: bool
+    value_range: tuple[float, float]
+    kind: str  # "frame" or "pair"
+    function: Callable | None  # None: declared, not computable yet (``unavailable`` says why)
+    params: str | None = None  # the protocol section holding the parameters
+    needs: frozenset[str] = frozenset()  # "gt_mask", "pred_mask", "pair", "weights", "extra:lpips"
+    rate: bool = False  # a 0/1 value per frame: intervals are Wilson's
+    unavailable: str | None = None
+
+
+@dataclass
+class FrameBatch:
+    """What frame metrics get for one case: ``N`` predicted frames and their ground truth at the evaluation size."""
+
+    preds: np.ndarray  # (N, H, W, 3) uint8
+    refs: np.ndarray  # (N, H, W, 3) uint8
+    ref_masks: np.ndarray  # (N, H, W) bool
+    pred_masks: list[np.ndarray]  # N (H, W) bool: the model's or the tracker's (empty where lost)
+    scale: float  # sqrt of the mean non-empty reference mask area, pixels
+    lpips: object = None  # a metrics.Lpips, or None
+
+
+@dataclass
+class PairVideo:
+    """The decoded frames of one generated video and their per-frame caches, shared by all pairs."""
+
+    frames: dict[int, np.ndarray]  # frame number -> (H, W, 3) uint8: the frames the pairs use
+    lpips: object = None
+    _sift: dict = field(default_factory=dict)
+
+    def sift_frame(self, i: int) -> pair_metrics.SiftFrame:
+        if i not in self._sift:
+            self._sift[i] = pair_metrics.sift_frame(self.frames[i])
+        return self._sift[i]
+
+
+# ---------------------------------------------------------------- frame metrics (PersistBench)
+
+
+def _psnr(b: FrameBatch, p: dict) -> list[float]:
+    return [metrics.masked_psnr(x, y, m, p["cap_db"]) for x, y, m in zip(b.preds, b.refs, b.ref_masks)]
+
+
+def _ssim(b: FrameBatch, p: dict) -> list[float]:
+    kw = {
+        "sigma": p["sigma"],
+        "window": p["window"],
+        "k1": p["k1"],
+        "k2": p["k2"],
+        "sample_covariance": p["covariance"] == "sample",
+    }
+    return [metrics.masked_ssim(x, y, m, **kw) for x, y, m in zip(b.preds, b.refs, b.ref_masks)]
+
+
+def _lpips(b: FrameBatch, p: dict) -> list[float]:
+    return list(b.lpips(b.preds, b.refs, b.ref_masks))
+
+
+def _iou(b: FrameBatch, p: dict) -> list[float]:
+    return [metrics.iou(x, y) for x, y in zip(b.pred_masks, b.ref_masks)]
+
+
+def _presence(b: FrameBatch, p: dict) -> list[float]:
+    return [metrics.presence(x) for x in b.pred_masks]
+
+
+def _continuity(b: FrameBatch, p: dict) -> list[float]:
+    return [metrics.continuity(x, y, b.scale) for x, y in zip(b.pred_masks, b.ref_masks)]
+
+
+# ---------------------------------------------------------------- pair metrics (R2M-Bench)
+
+
+def _pair_psnr(v: PairVideo, pairs, p: dict) -> list[float]:
+    return [pair_metrics.psnr(v.frames[a], v.frames[b], p["cap_db"]) for a, b in pairs]
+
+
+def _pair_ssim(v: PairVideo, pairs, p: dict) -> list[float]:
+    return [
+        pair_metrics.ssim(v.frames[a], v.frames[b], p["window"], p["data_range"], p["k1"], p["k2"]) for a, b in pairs
+    ]
+
+
+def _pair_lpips(v: PairVideo, pairs, p: dict) -> list[float]:
+    out: list[float] = []
+    for start in range(0, len(pairs), 16):  # bounded batches: a 480p pair batch of 16 is ~60 MB
+        chunk = pairs[start : start + 16]
+        a = np.stack([v.frames[i] for i, _ in chunk])
+        b = np.stack([v.frames[j] for _, j in chunk])
+        out += [float(x) for x in v.lpips(a, b)]
+    return out
+
+
+def _sift(v: PairVideo, pairs, p: dict) -> list[tuple[float, float]]:
+    return [
+        pair_metrics.sift_ratios(v.sift_frame(a), v.sift_frame(b), p["ratio"], p["ransac_px"], p["confidence"])
+        for a, b in pairs
+    ]
+
+
+def _sift_match(v: PairVideo, pairs, p: dict) -> list[float]:
+    return [m for m, _ in _sift(v, pairs, p)]
+
+
+def _sift_inlier(v: PairVideo, pairs, p: dict) -> list[float]:
+    return [i for _, i in _sift(v, pairs, p)]
+
+
+_BACKEND = "needs a model-based backend (DINOv2 / SAM / a VLM), not part of this release"
+
+METRICS: dict[str, MetricSpec] = {
+    s.name: s
+    for s in (
+        MetricSpec("psnr", "appearance", True, (0.0, 100.0), "frame", _psnr, "psnr", frozenset({"gt_mask"})),
+        MetricSpec("ssim", "appearance", True, (-1.0, 1.0), "frame", _ssim, "ssim", frozenset({"gt_mask"})),
+        MetricSpec(
+            "lpips",
+            "appearance",
+            False,
+            (0.0, math.inf),
+            "frame",
+            _lpips,
+            "lpips",
+            frozenset({"gt_mask", "weights", "extra:lpips"}),
+        ),
+        MetricSpec("iou", "localisation", True, (0.0, 1.0), "frame", _iou, None, frozenset({"gt_mask", "pred_mask"})),
+        MetricSpec(
+            "presence", "localisation", True, (0.0, 1.0), "frame", _presence, None, frozenset({"pred_mask"}), rate=True
+        ),
+        MetricSpec(
+            "continuity",
+            "localisation",
+            True,
+            (0.0, 1.0),
+            "frame",
+            _continuity,
+            "continuity",
+            frozenset({"gt_mask", "pred_mask"}),
+        ),
+        MetricSpec(
+            "frame_psnr", "appearance", True, (0.0, 100.0), "pair", _pair_psnr, "frame_psnr", frozenset({"pair"})
+        ),
+        MetricSpec(
+            "frame_ssim", "appearance", True, (-1.0, 1.0), "pair", _pair_ssim, "frame_ssim", frozenset({"pair"})
+        ),
+        MetricSpec(
+            "frame_lpips",
+            "appearance",
+            False,
+            (0.0, math.inf),
+            "pair",
+            _pair_lpips,
+            "frame_lpips",
+            frozenset({"pair", "weights", "extra:lpips"}),
+        ),
+        MetricSpec("sift_match_ratio", "geometric", True, (0.0, 1.0), "pair", _sift_match, "sift", frozenset({"pair"})),
+        MetricSpec(
+            "sift_inlier_ratio", "geometric", True, (0.0, 1.0), "pair", _sift_inlier, "sift", frozenset({"pair"})
+        ),
+        MetricSpec(
+            "scene_identity",
+            "scene_identity",
+            True,
+            (-1.0, 1.0),
+            "pair",
+            None,
+            None,
+            frozenset({"pair", "weights"}),
+            unavailable=_BACKEND,
+        ),
+        MetricSpec(
+            "object_consistency",
+            "object",
+            True,
+            (0.0, 1.0),
+            "pair",
+            None,
+            None,
+            frozenset({"pair", "weights"}),
+            unavailable=_BACKEND,
+        ),
+        MetricSpec(
+            "persistent_state",
+            "persistent_state",
+            True,
+            (0.0, 1.0),
+            "pair",
+            None,
+            None,
+            frozenset({"pair", "weights"}),
+            unavailable=_BACKEND,
+        ),
+    )
+}
+
+
+def order(names: Sequence[str]) -> list[str]:
+    """``names`` in registry order (the order of tables and charts); unknown names last, sorted."""
+    known = list(METRICS)
+    return sorted(names, key=lambda m: (known.index(m) if m in known else len(known), m))
+
+
+def families(names: Sequence[str]) -> dict[str, list[str]]:
+    """Family -> its metrics among ``names``, both in registry order."""
+    out: dict[str, list[str]] = {}
+    for m in order(names):
+        out.setdefault(METRICS[m].family, []).append(m)
+    return out

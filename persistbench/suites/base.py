@@ -1,0 +1,170 @@
+"""The suite interface: what a benchmark owns, so that ``infer``, ``score``, ``verify`` and ``report`` don't branch on it.
+
+A suite owns its on-disk format (recognised from a dataset root by :meth:`Suite.detect`), its
+case list, what the model gets for a case (:meth:`Suite.request`), how a run's prediction of a
+case is found (:meth:`Suite.read_prediction`), what is scored per case (:meth:`Suite.score_case`:
+frames against ground truth, or pairs of frames), how per-case scores aggregate, and its
+protocols (a schema plus shipped files). Everything else (the case loop, the run layout,
+resume, workers, shards, coverage, the output files) is shared.
+
+Adding a suite: a folder ``suites/<name>/`` with a :class:`Suite` subclass and a line in
+``persistbench.suites.SUITES``; see docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+
+from ..files import sha256_file
+from ..protocol import Check, Protocol, load_protocol
+
+
+@dataclass(frozen=True)
+class CaseRef:
+    """A case of any suite: ``subset`` groups cases (PersistBench: dynamic/static; R2M: the trajectory)."""
+
+    subset: str
+    case_id: str
+
+
+@dataclass
+class Request:
+    """What a model gets for one case and how its answer is written.
+
+    ``model_input`` is the model interface's :class:`~persistbench.models.base.ModelInput` (built by
+    the suite without importing model code: the fields are passed to it by ``infer``).
+    """
+
+    fields: dict  # ModelInput's keyword arguments
+    n_frames: int  # frames the model must return
+    size: tuple[int, int]  # (h, w) of each returned frame
+    record: dict  # written to the case's case.json beside the frames
+    ground_truth: tuple[np.ndarray, np.ndarray] | None = None  # (frames, masks) for oracle models only
+    video_fps: float | None = None  # write the frames as a lossless gen.mp4 at this rate, not as PNG files
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A run's prediction of one case, as the suite found it (suites subclass it with what they need to score it)."""
+
+    files: tuple[Path, ...]  # frame images, or one video
+    record: Path | None  # a record that lists every file's sha256 (its hash identifies the prediction)
+
+    @functools.cached_property
+    def digest(self) -> str:
+        """Identity of the prediction's files, recorded in the scores (for ``--resume``); hashed on first use."""
+        if self.record is not None:
+            return sha256_file(self.record)
+        h = hashlib.sha256()
+        for f in self.files:
+            h.update(f.name.encode() + b"\0" + bytes.fromhex(sha256_file(f)))
+        return h.hexdigest()
+
+
+@dataclass
+class ScoreContext:
+    """What a suite's scorer may use beyond the case and its prediction (loaded once per process)."""
+
+    wanted: tuple[str, ...]  # the metrics to compute now
+    lpips: object = None  # a metrics.Lpips, or the reason it is unavailable (str), or None if not wanted
+    options: dict = field(default_factory=dict)  # suite options from the command line (e.g. R2M's --pairs)
+    scores_dir: Path | None = None  # scores/<protocol>/: where a suite may keep files of its own (R2M: pairs/)
+
+
+class Suite(ABC):
+    """One benchmark's data, model input, prediction layout and scoring. Instances are bound to a dataset root."""
+
+    name: ClassVar[str]
+    title: ClassVar[str]
+    protocols: ClassVar[tuple[str, ...]]  # shipped protocol names; the first is the default
+    protocol_schema: ClassVar[dict[str, Check]]  # every protocol field and its check (the name is checked for all)
+    subsets: ClassVar[tuple[str, ...]]
+    external_label: ClassVar[str] = "external predictions"  # the model name of a run without run.json
+
+    def __init__(self, root: str | Path, options: dict | None = None):
+        self.root = Path(root)
+        self.options = dict(options or {})
+
+    # ---------------------------------------------------------------- data
+
+    @classmethod
+    @abstractmethod
+    def detect(cls, root: Path) -> bool:
+        """Whether ``root`` holds this suite's dataset (cheap: names and a few small files)."""
+
+    @abstractmethod
+    def cases(self) -> list[CaseRef]:
+        """Every case, in a deterministic order (by subset, then case id)."""
+
+    @abstractmethod
+    def fingerprint(self) -> str:
+        """A hash of what the cases are (recorded by ``infer``, checked by ``score``)."""
+
+    @abstractmethod
+    def verify(self, progress: bool = False) -> tuple[list[str], int]:
+        """``(one 'path: problem' line per problem, number of cases checked)``."""
+
+    # ---------------------------------------------------------------- inference
+
+    @abstractmethod
+    def request(self, case: CaseRef, num_frames: int, resolution: tuple[int, int], oracle: bool) -> Request:
+        """What the model gets for ``case`` at its sampling (``num_frames``, ``resolution`` = (h, w), -1 = all/native)."""
+
+    def sampling_note(self) -> str:
+        """How :meth:`request` samples, as recorded in ``run.json``."""
+        return ""
+
+    # ---------------------------------------------------------------- scoring
+
+    @classmethod
+    def load_protocol(cls, spec: str | None = None, overrides: dict | None = None) -> Protocol:
+        """The protocol ``spec`` (a shipped name or a file; None: the suite's default), checked against
+        :attr:`protocol_schema`; ``overrides`` replace top-level fields."""
+        return load_protocol(spec or cls.protocols[0], cls.protocol_schema, cls.protocols, overrides)
+
+    @abstractmethod
+    def read_prediction(self, run: Path, run_info: dict | None, case: CaseRef) -> Prediction | None:
+        """The run's prediction of ``case``, or None; its records are checked (untrusted)."""
+
+    @abstractmethod
+    def predicted(self, run: Path, run_info: dict | None) -> set[str]:
+        """Keys of every case the run holds a prediction for (see :meth:`keys_of`)."""
+
+    @abstractmethod
+    def keys_of(self, case: CaseRef, run_info: dict | None) -> tuple[str, ...]:
+        """The keys under which :meth:`predicted` lists ``case``."""
+
+    def on_disk(self, case: CaseRef) -> bool:
+        """Whether the case's data is present (a recorded case whose folder is gone is not)."""
+        return True
+
+    @abstractmethod
+    def score_case(self, case: CaseRef, pred: Prediction, protocol: Protocol, ctx: ScoreContext) -> dict:
+        """The per-case scores record (JSON form documented in docs/data-format.md)."""
+
+    @abstractmethod
+    def merge(self, new: dict, old: dict) -> dict:
+        """``new`` plus the metrics ``old`` (an earlier scoring of the same prediction and protocol) has and it lacks."""
+
+    @abstractmethod
+    def summarise(self, results: list[dict], protocol: Protocol, ctx: ScoreContext) -> tuple[dict, dict]:
+        """``(header fields, body)``: the suite's additions to every aggregate file's header, and the body
+        of ``summary.json``, from the per-case records."""
+
+    @abstractmethod
+    def tables(self, summary: dict) -> tuple[list[str], dict[str, str]]:
+        """``(summary.md table lines, leaderboard.csv columns)`` of a summary."""
+
+    # ---------------------------------------------------------------- report
+
+    def report_sections(self, runs: list[dict], advance: Callable[[int], object]) -> list[str]:
+        """HTML sections of the report for scored runs (``{"name", "summary", "results", "info", "layout"}``)."""
+        return []

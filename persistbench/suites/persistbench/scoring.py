@@ -1,0 +1,271 @@
+"""PersistBench's scoring: per frame against the ground truth, on visible and off-screen frames.
+
+Per case: the ground truth is sampled to the prediction's frame indices (``case.json``), both are
+resized to the protocol's evaluation size (``resize.rgb`` for RGB, nearest for masks), and every
+requested frame metric of the registry is computed per frame inside the ground-truth ``center``
+mask. Frames are "visible" when ``view_0_visibility`` is above ``visible_above`` and "invisible"
+(off-screen: the memory frames) below ``invisible_below``, from the first visible frame on
+(``start: first_visible``) or from the first frame (``start: first_frame``). Aggregates are
+recomputed from the per-case files only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import numpy as np
+
+from ...dataset import Case
+from ...errors import PersistbenchError
+from ...images import image_size, read_image
+from ...layout import VIEWS
+from ...protocol import Protocol, metric_list, number, one_of, section, size_hw
+from ...registry import METRICS, FrameBatch, order
+from ...sampling import RGB_RESIZE, crop_resize, sampled_frames, sampled_masks
+from ...segment import TemplateTracker
+from .predictions import FramePrediction
+
+SPLITS = ("visible", "invisible")
+FRAME_METRICS = tuple(m for m, spec in METRICS.items() if spec.kind == "frame")
+
+SCHEMA = {
+    "visible_above": number(0, 1),
+    "invisible_below": number(0, 1),
+    "start": one_of("first_visible", "first_frame"),
+    "eval_size": size_hw,
+    "resize": section({"rgb": one_of(*RGB_RESIZE), "mask": one_of("nearest")}),
+    "metrics": metric_list(FRAME_METRICS),
+    "psnr": section({"data_range": one_of(1.0), "cap_db": number(1.0, 1000.0)}),
+    "ssim": section(
+        {
+            "sigma": number(0.1, 10.0),
+            "window": number(3, 51, integer=True, odd=True),
+            "k1": number(1e-6, 1.0),
+            "k2": number(1e-6, 1.0),
+            "covariance": one_of("population", "sample"),
+        }
+    ),
+    "lpips": section(
+        {
+            "net": one_of("alex"),
+            "version": one_of("0.1"),
+            "inputs": one_of("[-1, 1]"),
+            "reduce": one_of("mask mean of the spatial map"),
+        }
+    ),
+    "continuity": section({"scale": one_of("sqrt(mean reference mask area)")}),
+    "aggregate": one_of(
+        "per case: mean over visible and over invisible frames (NaN excluded and counted); "
+        "per subset: equal weight per case"
+    ),
+}
+
+
+@dataclass
+class FrameCaseScores:
+    """One case's scores (``scores/<protocol>/<subset>/<case_id>.json``); the JSON form is :meth:`to_json`.
+
+    ``metrics[m]`` holds one value per scored frame (None for NaN: an empty reference mask, a lost
+    object); ``means[split][m]`` the mean over the split's non-NaN frames and ``counts[split]``
+    the number of frames and of NaNs skipped per metric.
+    """
+
+    uid: str
+    subset: str
+    frame_indices: list[int]
+    visible: list[bool]
+    invisible: list[bool]
+    metrics: dict[str, list[float | None]]
+    means: dict[str, dict[str, float | None]]
+    counts: dict[str, dict[str, int]]
+    mask_source: str
+    lost: list[bool]
+    lpips_unavailable: str | None
+    protocol: str
+    protocol_sha256: str
+    requested: list[str]
+    prediction_sha256: str
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> FrameCaseScores:
+        return cls(**{f.name: data.get(f.name) for f in fields(cls)})
+
+
+def frame_sets(visibility: np.ndarray, protocol: Protocol) -> tuple[np.ndarray, np.ndarray]:
+    """``(visible, invisible)`` bool ``(T,)`` over a case's frames; with ``start: first_visible`` both are
+    False before the first visible frame."""
+    vis = np.asarray(visibility, np.float64)
+    visible = vis > protocol.config["visible_above"]
+    invisible = vis < protocol.config["invisible_below"]
+    if protocol.config["start"] == "first_visible":
+        start = int(np.argmax(visible)) if visible.any() else len(vis)
+        visible[:start] = invisible[:start] = False
+    return visible, invisible
+
+
+def _nan_to_none(values) -> list:
+    return [None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v) for v in values]
+
+
+def _mean(values: list, selected: np.ndarray) -> tuple[float | None, int]:
+    """Mean of the selected non-NaN values and the number of NaNs skipped."""
+    picked = [v for v, s in zip(values, selected) if s]
+    valid = [v for v in picked if v is not None]
+    return (float(np.mean(valid)) if valid else None), len(picked) - len(valid)
+
+
+def read_all(
+    paths: list[Path], size: tuple[int, int] | None, eval_size: tuple[int, int], gray: bool, rgb: str
+) -> np.ndarray:
+    """Images resized to ``eval_size`` = (h, w); each must be ``size`` = (h, w) (or, if None, the size of
+    the first), checked from the file's header before it is decoded."""
+    out = []
+    for p in paths:
+        got = image_size(p)
+        size = size or got
+        if got != tuple(size):
+            raise PersistbenchError(f"{p}: {got[1]}x{got[0]}, expected {size[1]}x{size[0]}")
+        out.append(crop_resize(read_image(p, gray=gray), (0, 0, got[1], got[0]), eval_size, nearest=gray, rgb=rgb))
+    return np.stack(out)
+
+
+def score_case(
+    case: Case, pred: FramePrediction, protocol: Protocol, wanted: tuple[str, ...], lpips
+) -> FrameCaseScores:
+    """Per-frame metrics of one predicted case; raises :class:`PersistbenchError` on a bad prediction.
+
+    ``lpips`` is a :class:`metrics.Lpips`, or the reason it is unavailable (str).
+    """
+    idx = pred.frame_indices
+    if not idx or max(idx) >= case.n_frames or min(idx) < 0:
+        raise PersistbenchError(f"{case.case_id}: frame indices do not fit the case's {case.n_frames} frames")
+    if len(pred.files) != len(idx):
+        raise PersistbenchError(f"{case.case_id}: {len(pred.files)} predicted frames, expected {len(idx)}")
+    if pred.masks and len(pred.masks) != len(idx):
+        raise PersistbenchError(f"{case.case_id}: {len(pred.masks)} predicted masks, expected {len(idx)}")
+    size = tuple(protocol.config["eval_size"])
+    rgb = protocol.config["resize"]["rgb"]
+    for view in VIEWS:  # the scores do not use the cameras, but a case with broken ones is not scored as sound
+        case.view(view).camera(case.n_frames)
+    gt_view = case.view("center")
+    gt = sampled_frames(gt_view, np.asarray(idx), pred.crop, size, rgb=rgb)
+    gt_masks = sampled_masks(gt_view, np.asarray(idx), pred.crop, size)
+    preds = read_all(list(pred.files), pred.size, size, gray=False, rgb=rgb)
+
+    vis = np.asarray(case.visibility()["view_0_visibility"])
+    visible, invisible = frame_sets(vis, protocol)
+    sel = {"visible": visible[idx], "invisible": invisible[idx]}
+    if pred.masks:
+        source = "model"
+        pred_masks = list(read_all(pred.masks, pred.size, size, gray=True, rgb=rgb) > 0)
+    else:
+        tracker = TemplateTracker()
+        source = tracker.name
+        ref = next((i for i, t in enumerate(idx) if visible[t] and gt_masks[i].any()), None)
+        pred_masks = tracker.track(preds, gt[ref], gt_masks[ref]) if ref is not None else [None] * len(idx)
+    lost = [m is None for m in pred_masks]
+    pred_masks = [np.zeros(size, bool) if m is None else m for m in pred_masks]
+    areas = [m.sum() for m in gt_masks if m.any()]
+    scale = math.sqrt(float(np.mean(areas))) if areas else float("nan")
+    batch = FrameBatch(preds, gt, gt_masks, pred_masks, scale, None if isinstance(lpips, str) else lpips)
+    lpips_note = lpips if "lpips" in wanted and isinstance(lpips, str) else None
+    per_frame = {
+        m: _nan_to_none(METRICS[m].function(batch, protocol.params(m)))
+        for m in order(wanted)
+        if not (m == "lpips" and lpips_note)
+    }
+    means, counts = {}, {}
+    for split in SPLITS:
+        means[split], counts[split] = {}, {"frames": int(sel[split].sum())}
+        for name, values in per_frame.items():
+            mean, nan = _mean(values, sel[split])
+            means[split][name] = mean
+            counts[split][f"{name}_nan"] = nan
+    return FrameCaseScores(
+        uid=case.case_id,
+        subset=case.subset,
+        frame_indices=idx,
+        visible=sel["visible"].tolist(),
+        invisible=sel["invisible"].tolist(),
+        metrics=per_frame,
+        means=means,
+        counts=counts,
+        mask_source=source,
+        lost=lost,
+        lpips_unavailable=lpips_note,
+        protocol=protocol.name,
+        protocol_sha256=protocol.sha256,
+        requested=order(wanted),
+        prediction_sha256=pred.digest,
+    )
+
+
+def merge(new: dict, old: dict) -> dict:
+    """Keep the metrics an earlier scoring of the same prediction under the same protocol computed and this one
+    did not, so that ``--metrics psnr`` adds to the results instead of replacing them. The merged record
+    has the same bytes as scoring all its metrics at once."""
+    if old.get("mask_source") != new["mask_source"]:
+        return new
+    kept = [m for m in old.get("metrics", {}) if m not in new["requested"] and m in FRAME_METRICS]
+    for m in kept:
+        new["metrics"][m] = old["metrics"][m]
+        for split in SPLITS:
+            new["means"][split][m] = old["means"][split].get(m)
+            new["counts"][split][f"{m}_nan"] = old["counts"][split].get(f"{m}_nan", 0)
+    if "lpips" not in new["requested"] and "lpips" in old.get("requested", []):
+        new["lpips_unavailable"] = old.get("lpips_unavailable")
+        kept.append("lpips")
+    new["requested"] = order(set(new["requested"]) | set(kept))
+    return new
+
+
+def aggregate(results: list[dict]) -> dict:
+    """Per subset and over all cases: for each split and metric, the mean of the case means and the valid-case count; and the gap."""
+    out = {}
+    for subset in sorted({r["subset"] for r in results}) + ["all"]:
+        rs = [r for r in results if subset in ("all", r["subset"])]
+        names = sorted({m for r in rs for m in r["metrics"]})
+        block = {}
+        for split in SPLITS:
+            block[split] = {}
+            for m in names:
+                vals = [r["means"][split].get(m) for r in rs if r["means"][split].get(m) is not None]
+                block[split][m] = {"mean": float(np.mean(vals)) if vals else None, "cases": len(vals)}
+        block["gap"] = {
+            m: (block["visible"][m]["mean"] - block["invisible"][m]["mean"])
+            if block["visible"][m]["mean"] is not None and block["invisible"][m]["mean"] is not None
+            else None
+            for m in names
+        }
+        block["cases"] = len(rs)
+        out[subset] = block
+    return out
+
+
+def _fmt(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.4f}"
+
+
+def tables(summary: dict) -> tuple[list[str], dict[str, str]]:
+    """``summary.md``'s table and ``leaderboard.csv``'s metric columns."""
+    subsets = summary["subsets"]
+    names = sorted(subsets["all"]["visible"])
+    row = {}
+    for s in subsets:
+        for split in (*SPLITS, "gap"):
+            for m in names:
+                v = subsets[s][split][m] if split == "gap" else subsets[s][split][m]["mean"]
+                row[f"{s}/{split}/{m}"] = "" if v is None else f"{v:.6f}"
+    lines = ["| subset | metric | visible | invisible | gap | cases |", "| --- | --- | --- | --- | --- | --- |"]
+    for s, block in subsets.items():
+        for m in names:
+            lines.append(
+                f"| {s} | {m} | {_fmt(block['visible'][m]['mean'])} | {_fmt(block['invisible'][m]['mean'])} | "
+                f"{_fmt(block['gap'][m])} | {block['cases']} |"
+            )
+    return lines, row

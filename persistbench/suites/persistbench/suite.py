@@ -1,0 +1,117 @@
+"""PersistBench as a suite: the reconstructed dataset layout, per-frame ground truth, protocol ``classic-v1``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ...dataset import Case, Dataset
+from ...layout import CASES_JSONL, DB_NAME, SUBSETS, VIEWS, RunLayout
+from ...protocol import Protocol
+from ...sampling import crop_box, fit_camera, sample_indices, sampled_frames, sampled_masks, target_size
+from ...verify import require_usable, verify_dataset
+from ..base import Request, ScoreContext, Suite
+from . import predictions, scoring
+
+
+def _camera(view, idx: np.ndarray, box, out_size, size) -> dict:
+    from ...camera import Camera
+
+    cam = view.camera()
+    full = Camera(np.asarray(cam["cam_intrinsic"]), size[0], size[1], np.asarray(cam["cam_poses"], np.float64))
+    return fit_camera(full, box, out_size).at(idx).as_model_input()
+
+
+class PersistBench(Suite):
+    name = "persistbench"
+    title = "PersistBench"
+    protocols = ("classic-v1",)
+    subsets = SUBSETS
+    external_label = "public toolkit output"
+    protocol_schema = scoring.SCHEMA
+
+    def __init__(self, root, options=None):
+        super().__init__(root, options)
+        self.dataset = Dataset(self.root)
+
+    @classmethod
+    def detect(cls, root: Path) -> bool:
+        if (root / CASES_JSONL).is_file() or (root / DB_NAME).is_file():
+            return True
+        return any((root / s).is_dir() for s in SUBSETS)
+
+    def cases(self) -> list[Case]:
+        return self.dataset.cases()
+
+    def case(self, subset: str, case_id: str) -> Case:
+        return require_usable(self.dataset.case(subset, case_id))
+
+    def fingerprint(self) -> str:
+        return self.dataset.fingerprint()
+
+    def verify(self, progress: bool = False) -> tuple[list[str], int]:
+        return verify_dataset(self.root, progress=progress)
+
+    # ---------------------------------------------------------------- inference
+
+    def sampling_note(self) -> str:
+        return "np.linspace(0, T-1, num_frames).round(); centre crop to the aspect ratio; area resize"
+
+    def request(self, ref, num_frames: int, resolution: tuple[int, int], oracle: bool) -> Request:
+        """``view_0``'s sampled frames and both cameras; the ``center`` view is what the model renders."""
+        case = self.case(ref.subset, ref.case_id)
+        source, target = case.view("view_0"), case.view("center")
+        size = case.size or source.mask(0).shape  # masks are PNG files in every layout: no video decode
+        idx = sample_indices(case.n_frames, num_frames)
+        box = crop_box(size, resolution)
+        out = target_size(size, resolution)
+        truth = (sampled_frames(target, idx, box, out), sampled_masks(target, idx, box, out)) if oracle else None
+        return Request(
+            fields={
+                "uid": case.case_id,
+                "input_frames": sampled_frames(source, idx, box, out).astype(np.float32) / 255.0,
+                "input_cameras": _camera(source, idx, box, out, size),
+                "target_cameras": _camera(target, idx, box, out, size),
+            },
+            n_frames=len(idx),
+            size=out,
+            record={
+                "frame_indices": idx.tolist(),
+                "size": [out[1], out[0]],
+                "source_size": [size[1], size[0]],
+                "crop": list(box),
+            },
+            ground_truth=truth,
+        )
+
+    # ---------------------------------------------------------------- scoring
+
+    def read_prediction(self, run: Path, run_info, case):
+        return predictions.read_prediction(RunLayout(run), run_info, self._case(case))
+
+    def predicted(self, run: Path, run_info) -> set[str]:
+        return predictions.predicted_keys(RunLayout(run), run_info)
+
+    def keys_of(self, case, run_info) -> tuple[str, ...]:
+        if predictions.PublicRun.from_run_info(run_info, Path("run.json")) is not None:
+            return predictions.PublicRun.uids(case)
+        return (f"{case.subset}/{case.case_id}",)
+
+    def on_disk(self, case) -> bool:
+        return (self._case(case).path / VIEWS[0]).is_dir()
+
+    def _case(self, ref) -> Case:
+        return ref if isinstance(ref, Case) else self.dataset.case(ref.subset, ref.case_id)
+
+    def score_case(self, case, pred, protocol: Protocol, ctx: ScoreContext) -> dict:
+        return scoring.score_case(self.case(case.subset, case.case_id), pred, protocol, ctx.wanted, ctx.lpips).to_json()
+
+    def merge(self, new: dict, old: dict) -> dict:
+        return scoring.merge(new, old)
+
+    def summarise(self, results: list[dict], protocol: Protocol, ctx: ScoreContext) -> tuple[dict, dict]:
+        return {"mask_source": sorted({r["mask_source"] for r in results})}, {"subsets": scoring.aggregate(results)}
+
+    def tables(self, summary: dict):
+        return scoring.tables(summary)

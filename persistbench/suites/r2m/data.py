@@ -1,0 +1,179 @@
+"""Reading an R2M-Bench checkout (untrusted): its cases, prompts, images and trajectories, checked as read."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path, PurePosixPath
+
+import numpy as np
+
+from ...errors import PersistbenchError
+from ...names import check_name, child
+from . import layout
+
+MAX_FILE_BYTES = 64 << 20  # a 100,000-pose trajectory is ~40 MB of JSON
+MAX_POSES = 100_000
+MAX_CASES = 10_000
+MAX_PROMPT = 10_000
+
+
+def _read_json(path: Path) -> object:
+    try:
+        size = path.stat().st_size
+    except OSError as e:
+        raise PersistbenchError(f"{path}: cannot read ({e.strerror})") from None
+    if size > MAX_FILE_BYTES:
+        raise PersistbenchError(f"{path}: {size} bytes, larger than the {MAX_FILE_BYTES >> 20} MiB allowed")
+    try:
+        return json.loads(path.read_bytes())
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise PersistbenchError(f"{path}: not JSON: {e}") from None
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    """Camera-to-world poses ``(T, 4, 4)`` (OpenCV axes) and intrinsics ``(3, 3)`` for a ``2 cx x 2 cy`` image."""
+
+    poses: np.ndarray
+    k: np.ndarray
+    sha256: str  # of the file's bytes: what pair files are keyed by
+
+    @property
+    def size(self) -> tuple[int, int]:
+        """``(h, w)`` the intrinsics are for: twice the principal point (1080 x 1920 upstream)."""
+        return round(2 * self.k[1, 2]), round(2 * self.k[0, 2])
+
+
+def _matrix(value: object, n: int, where: str) -> np.ndarray:
+    arr = np.asarray(value, dtype=object)
+    if arr.shape != (n, n) or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in arr.flat):
+        raise PersistbenchError(f"{where}: must be a {n}x{n} matrix of numbers")
+    out = arr.astype(np.float64)
+    if not np.isfinite(out).all():
+        raise PersistbenchError(f"{where}: holds NaN or infinite values")
+    return out
+
+
+def read_trajectory(path: Path) -> Trajectory:
+    """Poses in the order of their integer keys (the file's key order does not matter); every frame checked."""
+    data = _read_json(path)
+    if not isinstance(data, dict) or not data:
+        raise PersistbenchError(f"{path}: must be an object of frame number -> {{extrinsic, K}}")
+    if len(data) > MAX_POSES:
+        raise PersistbenchError(f"{path}: {len(data)} poses, at most {MAX_POSES} allowed")
+    if not all(isinstance(key, str) and key.isdigit() and len(key) < 7 for key in data):
+        raise PersistbenchError(f"{path}: keys must be frame numbers")
+    keys = sorted(data, key=int)
+    if [int(key) for key in keys] != list(range(len(keys))):
+        raise PersistbenchError(f"{path}: frame numbers must be 0 to {len(keys) - 1} without gaps")
+    poses, k = [], None
+    for key in keys:
+        entry = data[key]
+        if not isinstance(entry, dict) or "extrinsic" not in entry or "K" not in entry:
+            raise PersistbenchError(f"{path}: frame {key}: needs 'extrinsic' and 'K'")
+        pose = _matrix(entry["extrinsic"], 4, f"{path}: frame {key}: extrinsic")
+        r = pose[:3, :3]
+        if not np.allclose(r @ r.T, np.eye(3), atol=1e-4) or not np.allclose(pose[3], [0, 0, 0, 1]):
+            raise PersistbenchError(f"{path}: frame {key}: extrinsic is not a rigid camera-to-world transform")
+        kk = _matrix(entry["K"], 3, f"{path}: frame {key}: K")
+        if k is None:
+            k = kk
+            if not (k[0, 0] > 0 and k[1, 1] > 0 and 0 < k[0, 2] <= 8192 and 0 < k[1, 2] <= 8192):
+                raise PersistbenchError(f"{path}: frame {key}: K needs positive focal lengths and principal point")
+        elif not np.array_equal(kk, k):
+            raise PersistbenchError(f"{path}: frame {key}: K differs from frame 0's (one camera per trajectory)")
+        poses.append(pose)
+    return Trajectory(np.stack(poses), k, hashlib.sha256(path.read_bytes()).hexdigest())
+
+
+@dataclass(frozen=True)
+class R2MCase:
+    """One spec of a metadata file: (trajectory, image id)."""
+
+    subset: str  # the trajectory, e.g. DDDAAA
+    case_id: str  # the image's stem, e.g. 0001
+    image: Path
+    prompt: str
+    trajectory: Path
+
+
+class Checkout:
+    """An R2M-Bench checkout at ``root``: the metadata files found and their cases."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+
+    @classmethod
+    def detect(cls, root: Path) -> bool:
+        meta = root / layout.META_DIR
+        return meta.is_dir() and any(layout.META_RE.match(p.name) for p in meta.iterdir())
+
+    @cached_property
+    def trajectories(self) -> tuple[str, ...]:
+        meta = self.root / layout.META_DIR
+        if not meta.is_dir():
+            raise PersistbenchError(f"{meta}: missing (not an R2M-Bench checkout)")
+        return tuple(sorted(m.group(1) for p in meta.iterdir() if (m := layout.META_RE.match(p.name))))
+
+    def _image(self, value: object, where: str) -> Path:
+        """The image a metadata entry names, inside the root; ``generated_imgs/`` also found as ``test_imgs/``."""
+        if not isinstance(value, str):
+            raise PersistbenchError(f"{where}: image: must be a path")
+        parts = [p for p in PurePosixPath(value).parts if p != "."]
+        if len(parts) != 2 or parts[0] not in layout.IMAGE_DIRS:
+            raise PersistbenchError(f"{where}: image: {value!r} must be ./generated_imgs/<name> or ./test_imgs/<name>")
+        name = check_name(parts[1], f"{where}: image")
+        for folder in (parts[0], *layout.IMAGE_DIRS):
+            path = child(self.root, folder, name)
+            if path.is_file():
+                return path
+        return child(self.root, layout.HUB_IMAGES, name)  # missing: reported when read, with the fetch command
+
+    def cases(self) -> list[R2MCase]:
+        out: list[R2MCase] = []
+        for t in self.trajectories:
+            path = layout.meta_path(self.root, t)
+            entries = _read_json(path)
+            if not isinstance(entries, list) or len(entries) > MAX_CASES:
+                raise PersistbenchError(f"{path}: must be a list of at most {MAX_CASES} specs")
+            seen: set[str] = set()
+            for n, e in enumerate(entries):
+                where = f"{path}: entry {n}"
+                if not isinstance(e, dict):
+                    raise PersistbenchError(f"{where}: must be an object")
+                image = self._image(e.get("image"), where)
+                prompt = e.get("prompt", "")
+                if not isinstance(prompt, str) or len(prompt) > MAX_PROMPT:
+                    raise PersistbenchError(f"{where}: prompt: must be text of at most {MAX_PROMPT} characters")
+                pose = e.get("pose_json_path")
+                expected = f"{layout.TRAJECTORY_DIR}/trajectory_{t}_30s.json"
+                if not isinstance(pose, str) or PurePosixPath(pose).as_posix().lstrip("./") != expected:
+                    raise PersistbenchError(f"{where}: pose_json_path: must be {expected}")
+                case_id = check_name(Path(image.name).stem, f"{where}: image")
+                if case_id in seen:
+                    raise PersistbenchError(f"{where}: image {case_id} listed twice")
+                seen.add(case_id)
+                out.append(R2MCase(t, case_id, image, prompt, layout.trajectory_path(self.root, t)))
+        return sorted(out, key=lambda c: (c.subset, c.case_id))
+
+    def fingerprint(self) -> str:
+        """sha256 over the metadata and trajectory files (the images are checked by their own reads)."""
+        h = hashlib.sha256()
+        for t in self.trajectories:
+            for path in (layout.meta_path(self.root, t), layout.trajectory_path(self.root, t)):
+                h.update(f"{path.relative_to(self.root).as_posix()}\n".encode())
+                h.update(hashlib.sha256(path.read_bytes()).digest() if path.is_file() else b"missing")
+        return h.hexdigest()
+
+
+def yaw_degrees(poses: np.ndarray) -> np.ndarray:
+    """Per-frame yaw ``atan2(R02, R00)`` in degrees, unwrapped across +-180 (a turn through 180 is continuous)."""
+    return np.degrees(np.unwrap(np.arctan2(poses[:, 0, 2], poses[:, 0, 0])))
+
+
+def fps_of(n_poses: int, seconds: float = 30.0) -> float:
+    """Frame rate of a trajectory of ``n_poses`` poses over ``seconds`` (481 over 30 s: 16 fps)."""
+    return max(n_poses - 1, 1) / seconds if n_poses > 1 else 1.0

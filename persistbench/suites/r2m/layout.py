@@ -1,0 +1,45 @@
+"""R2M-Bench's on-disk names, as named templates: upstream's checkout, its images and its predictions.
+
+A dataset root is a checkout of R2M-Bench's repository plus its images::
+
+    meta_data/data_single_<T>_100.json        [{"image", "prompt", "pose_json_path"}, ...]
+    trajectories/trajectory_<T>_30s.json      {"0": {"extrinsic": 4x4, "K": 3x3}, ...}
+    test_imgs/<id>.png                        the Hugging Face dataset's folder (GD-ML/R2MBench)
+    generated_imgs/<id>.png                   what the metadata names (upstream asks for a symlink)
+
+Predictions: ``<run>/<T>/<id>.mp4`` or ``<run>/<T>/<id>/gen.mp4`` (upstream; ours adds
+``<run>/<T>/<id>/case.json``). Pair files: ``<scores>/pairs/<T>.json``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ...layout import PREDICTION_VIDEO
+from ...names import child
+
+META_DIR = "meta_data"
+TRAJECTORY_DIR = "trajectories"
+META_RE = re.compile(r"^data_single_([A-Za-z0-9_]+)_100\.json$")
+IMAGE_DIRS = ("generated_imgs", "test_imgs")  # what the metadata names, then the Hub's folder (the alias)
+HUB_REPO = "GD-ML/R2MBench"
+HUB_IMAGES = "test_imgs"
+PAIRS_DIR = "pairs"
+
+
+def meta_path(root: Path, trajectory: str) -> Path:
+    return child(root, META_DIR, f"data_single_{trajectory}_100.json")
+
+
+def trajectory_path(root: Path, trajectory: str) -> Path:
+    return child(root, TRAJECTORY_DIR, f"trajectory_{trajectory}_30s.json")
+
+
+def video_paths(run: Path, trajectory: str, case_id: str) -> tuple[Path, Path]:
+    """Where a prediction may be: ``<T>/<id>.mp4``, then ``<T>/<id>/gen.mp4``."""
+    return child(run, trajectory, f"{case_id}.mp4"), child(run, trajectory, case_id, PREDICTION_VIDEO)
+
+
+def pairs_path(directory: Path, trajectory: str) -> Path:
+    return child(directory, f"{trajectory}.json")

@@ -1,0 +1,200 @@
+"""R2M-Bench's frame pairs (sampler ``r2m-v1``), built from a trajectory alone: pure and deterministic.
+
+* *revisit* ``(i, j)``: frame ``j`` looks at the place frame ``i`` saw, after the camera left it;
+* *baseline*: one pair per revisit pair, about the same gap apart, that is not a revisit;
+* *short*: pairs a few frames apart (the most similar a video gets).
+
+The rules are the published ones (docs/metrics.md, "R2M-Bench pairs"), with two choices made
+explicit: per-frame motion uses the yaw unwrapped across +-180 degrees, and the matching of two
+frames uses the wrapped angular difference (a full turn comes back to the same view). Every
+random choice draws from a generator seeded by the protocol, so a pair list depends on the
+trajectory and the parameters only: never on which videos exist, their order, or the workers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import numpy as np
+
+from .data import Trajectory, yaw_degrees
+
+SAMPLER = "r2m-v1"
+VERSION = 1
+STATIC_POSITION = 1e-6  # m: a tail frame that moves less than this (and turns less than below) is static
+STATIC_YAW = 1e-4  # degrees
+
+
+def key(trajectory_sha256: str, params: dict) -> str:
+    """What a pair list is keyed by: the trajectory's bytes, the sampler's parameters and its version."""
+    text = json.dumps(
+        {"trajectory": trajectory_sha256, "params": params, "sampler": SAMPLER, "version": VERSION}, sort_keys=True
+    )
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def effective_length(positions: np.ndarray, yaw: np.ndarray) -> int:
+    """Frames up to the last one that moves: the static tail is trimmed."""
+    moving = (np.linalg.norm(np.diff(positions, axis=0), axis=1) > STATIC_POSITION) | (
+        np.abs(np.diff(yaw)) > STATIC_YAW
+    )
+    return int(np.flatnonzero(moving)[-1]) + 2 if moving.any() else 1
+
+
+def angle_diff(a: np.ndarray | float, b: np.ndarray | float) -> np.ndarray:
+    """Absolute angular difference in degrees, in [0, 180]."""
+    return np.abs((np.asarray(a) - np.asarray(b) + 180.0) % 360.0 - 180.0)
+
+
+def segments(dpos: np.ndarray, dyaw: np.ndarray, p: dict) -> np.ndarray:
+    """Segment number per frame: runs of translation (moves, barely turns) or rotation (turns) steps.
+
+    A step that is neither (standing still) stays in the current segment; frame 0 is in the first.
+    """
+    kind = np.where(
+        dyaw > p["rotation_deg"], 2, np.where((dpos > p["translation_m"]) & (dyaw < p["rotation_deg"]), 1, 0)
+    )
+    seg = np.zeros(len(dpos) + 1, np.int64)
+    current, last = 0, 0
+    for k, step in enumerate(kind, start=1):
+        if step and last and step != last:
+            current += 1
+        last = step or last
+        seg[k] = current
+    return seg
+
+
+def revisit_pairs(positions: np.ndarray, yaw: np.ndarray, n_eff: int, p: dict) -> tuple[list[tuple[int, int]], dict]:
+    """``(pairs, info)``: each later frame with its best earlier match, then the gap filter and the sample."""
+    pos, y = positions[:n_eff], yaw[:n_eff]
+    dpos = np.linalg.norm(np.diff(pos, axis=0), axis=1)
+    dyaw = np.abs(np.diff(y))
+    yaw_tol = float(np.clip(2 * np.percentile(dyaw, 95), *p["yaw_tol_deg"])) if len(dyaw) else p["yaw_tol_deg"][0]
+    pos_tol = float(np.clip(2 * np.percentile(dpos, 95), *p["pos_tol_m"])) if len(dpos) else p["pos_tol_m"][0]
+    seg = segments(dpos, dyaw, p)
+
+    def match(use_segments: bool) -> list[tuple[int, int]]:
+        out = []
+        for j in range(n_eff):
+            i = np.arange(0, max(j - p["min_gap_frames"] + 1, 0))
+            if use_segments:
+                i = i[seg[i] < seg[j]]
+            if not len(i):
+                continue
+            yd = angle_diff(y[i], y[j])
+            pd = np.linalg.norm(pos[i] - pos[j], axis=1)
+            ok = (yd <= yaw_tol) & (pd <= pos_tol)
+            if ok.any():
+                cost = yd[ok] + p["position_weight"] * pd[ok]
+                out.append((int(i[ok][np.argmin(cost)]), j))
+        return out
+
+    pairs = match(True)
+    fallback = len(pairs) < p["fallback_below"]
+    if fallback:
+        pairs = match(False)
+    pairs = [(i, j) for i, j in pairs if j - i >= p["min_gap_fraction"] * n_eff]
+    if len(pairs) > p["max_revisit"]:
+        rng = np.random.default_rng(p["seed"])
+        pairs = [pairs[k] for k in sorted(rng.choice(len(pairs), p["max_revisit"], replace=False).tolist())]
+    info = {"yaw_tol_deg": yaw_tol, "pos_tol_m": pos_tol, "fallback": fallback, "segments": int(seg[-1]) + 1}
+    return pairs, info
+
+
+def baseline_pairs(revisit: list[tuple[int, int]], n_eff: int, p: dict) -> list[tuple[int, int]]:
+    """One pair per revisit pair, the same gap apart within a tolerance, from the same tenth of the timeline,
+    touching no revisit frame and not near any revisit pair; the tolerance relaxes when fewer than
+    ``baseline_relax_below`` result."""
+    strict = _baselines(revisit, n_eff, p, lambda g: max(10, round(0.3 * g)))
+    if len(strict) >= p["baseline_relax_below"]:
+        return strict
+    return _baselines(revisit, n_eff, p, lambda g: max(3, round(0.5 * g)))
+
+
+def _baselines(revisit, n_eff: int, p: dict, tolerance) -> list[tuple[int, int]]:
+    rng = np.random.default_rng(p["seed"] + 1)
+    used = np.zeros(n_eff, bool)
+    used[[f for pair in revisit for f in pair]] = True
+    r = max(10, n_eff // 20)
+    rev = np.array(revisit, np.int64).reshape(-1, 2)
+    tenth = max(n_eff / 10, 1.0)
+    out = []
+    for i, j in revisit:
+        g, tol = j - i, tolerance(j - i)
+        band = int(i // tenth)
+        for widen in range(11):
+            lo, hi = max(int((band - widen) * tenth), 0), min(int(np.ceil((band + 1 + widen) * tenth)), n_eff)
+            u, v = np.meshgrid(np.arange(lo, hi), np.arange(max(1, g - tol), g + tol + 1), indexing="ij")
+            u, v = u.ravel(), (u + v).ravel()
+            keep = v < n_eff
+            u, v = u[keep], v[keep]
+            keep = ~used[u] & ~used[v]
+            u, v = u[keep], v[keep]
+            near = (np.abs(u[:, None] - rev[None, :, 0]) <= r) & (np.abs(v[:, None] - rev[None, :, 1]) <= r)
+            u, v = u[~near.any(axis=1)], v[~near.any(axis=1)]
+            if len(u) >= 2 or (lo == 0 and hi == n_eff):
+                break
+        if len(u):
+            k = int(rng.integers(len(u)))
+            out.append((int(u[k]), int(v[k])))
+    return out
+
+
+def short_pairs(n_revisit: int, n_eff: int, p: dict) -> list[tuple[int, int]]:
+    """``min(max_short, max(min_short, n_revisit))`` pairs with gaps in ``[2, max(6, int(0.02 n))]``, anchors spread evenly."""
+    g_max = max(6, int(0.02 * n_eff))
+    count = min(p["max_short"], max(p["min_short"], n_revisit))
+    if n_eff <= 2:
+        return []
+    out = []
+    anchors = np.linspace(0, max(n_eff - 1 - g_max, 0), count).round().astype(np.int64)
+    for k, a in enumerate(anchors.tolist()):
+        gap = 2 + k % (g_max - 1)
+        if a + gap < n_eff:
+            out.append((a, a + gap))
+    return out
+
+
+def build(trajectory: Trajectory, params: dict) -> dict:
+    """The pair file of a trajectory: ``{"revisit", "baseline", "short", "meta"}`` (upstream's form)."""
+    positions = trajectory.poses[:, :3, 3]
+    yaw = yaw_degrees(trajectory.poses)
+    n_eff = effective_length(positions, yaw)
+    revisit, info = revisit_pairs(positions, yaw, n_eff, params)
+    return {
+        "revisit": [list(x) for x in revisit],
+        "baseline": [list(x) for x in baseline_pairs(revisit, n_eff, params)],
+        "short": [list(x) for x in short_pairs(len(revisit), n_eff, params)],
+        "meta": {
+            "sampler": SAMPLER,
+            "version": VERSION,
+            "key": key(trajectory.sha256, params),
+            "trajectory_sha256": trajectory.sha256,
+            "params": params,
+            "n_frames": len(trajectory.poses),
+            "n_effective": n_eff,
+            **info,
+        },
+    }
+
+
+def check_pair_file(data: object, where: str, n_frames: int) -> dict:
+    """A pair file from outside (``--pairs``): three lists of ``[a, b]`` frame numbers, ``0 <= a < b``."""
+    from ...errors import PersistbenchError
+
+    if not isinstance(data, dict):
+        raise PersistbenchError(f"{where}: must be an object with revisit, baseline and short")
+    for kind in ("revisit", "baseline", "short"):
+        pairs = data.get(kind)
+        if not isinstance(pairs, list) or len(pairs) > 100_000:
+            raise PersistbenchError(f"{where}: {kind}: must be a list of [a, b] frame pairs")
+        for pair in pairs:
+            ok = (
+                isinstance(pair, list)
+                and len(pair) == 2
+                and all(isinstance(v, int) and not isinstance(v, bool) for v in pair)
+            )
+            if not ok or not 0 <= pair[0] < pair[1] < n_frames:
+                raise PersistbenchError(f"{where}: {kind}: {pair!r} is not a pair 0 <= a < b < {n_frames}")
+    return data

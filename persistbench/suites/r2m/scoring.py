@@ -1,0 +1,281 @@
+"""R2M-Bench's relative revisit scores: per video, per trajectory, per family, Overall.
+
+For one video and one metric (higher is better): R, B, S = the means over its revisit, baseline
+and short pairs; MemoryGain ``MG = R - B`` and DynamicRange ``DR = S - B`` (``B - R`` and ``B - S``
+for lower-is-better metrics). The video counts for the metric only when ``DR > epsilon``: a video
+that hardly changes has nothing to remember. Per trajectory, ``NMR = mean(MG) / (mean(DR) +
+epsilon)`` over the valid videos; per metric the mean over trajectories; a family the mean of its
+metrics; Overall the mean of the families, given only when every trajectory and every requested
+family is there (``--allow-partial``: the mean of what is). A pair value that cannot be computed
+is left out and counted, never averaged in as 0 or -1; identical frames give the capped PSNR.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+import numpy as np
+
+from ...errors import PersistbenchError
+from ...protocol import Protocol, interval, metric_list, number, one_of, section
+from ...registry import METRICS, PairVideo, families, order
+
+KINDS = ("revisit", "baseline", "short")
+PAIR_METRICS = tuple(m for m, spec in METRICS.items() if spec.kind == "pair")
+
+SCHEMA = {
+    "metrics": metric_list(PAIR_METRICS),
+    "pairs": section(
+        {
+            "sampler": one_of("r2m-v1"),
+            "yaw_tol_deg": interval(0.0, 90.0),
+            "pos_tol_m": interval(0.0, 100.0),
+            "translation_m": number(0.0, 10.0),
+            "rotation_deg": number(0.0, 90.0),
+            "min_gap_frames": number(1, 100_000, integer=True),
+            "position_weight": number(0.0, 1e6),
+            "fallback_below": number(0, 100_000, integer=True),
+            "min_gap_fraction": number(0.0, 1.0),
+            "max_revisit": number(1, 100_000, integer=True),
+            "seed": number(0, 2**32 - 1, integer=True),
+            "baseline_relax_below": number(0, 100_000, integer=True),
+            "max_short": number(1, 100_000, integer=True),
+            "min_short": number(1, 100_000, integer=True),
+        }
+    ),
+    "frame_psnr": section({"cap_db": number(1.0, 1000.0)}),
+    "frame_ssim": section(
+        {
+            "window": number(3, 51, integer=True, odd=True),
+            "data_range": number(1.0, 65535.0),
+            "k1": number(1e-6, 1.0),
+            "k2": number(1e-6, 1.0),
+        }
+    ),
+    "frame_lpips": section({"net": one_of("alex"), "version": one_of("0.1"), "inputs": one_of("[-1, 1]")}),
+    "sift": section({"ratio": number(0.05, 1.0), "ransac_px": number(0.1, 100.0), "confidence": number(0.5, 0.9999)}),
+    "epsilon": number(0.0, 1.0),
+}
+
+
+@dataclass
+class PairCaseScores:
+    """One video's scores (``scores/<protocol>/<T>/<id>.json``); the JSON form is :meth:`to_json`.
+
+    ``values[m][kind]`` holds one value per scored pair of that kind (None where it failed);
+    ``relative[m]`` the video's R, B, S, MG, DR and whether it counts (``valid``);
+    ``dropped[kind]`` the pairs that fall beyond a short video.
+    """
+
+    uid: str
+    subset: str
+    video_frames: int
+    poses: int
+    pairs_key: str
+    pairs: dict[str, list[list[int]]]
+    dropped: dict[str, int]
+    values: dict[str, dict[str, list[float | None]]]
+    relative: dict[str, dict]
+    unavailable: dict[str, str]
+    lpips_unavailable: str | None
+    protocol: str
+    protocol_sha256: str
+    requested: list[str]
+    prediction_sha256: str
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> PairCaseScores:
+        return cls(**{f.name: data.get(f.name) for f in fields(cls)})
+
+
+def _clean(values: list[float]) -> list[float | None]:
+    return [None if v is None or not np.isfinite(v) else float(v) for v in values]
+
+
+def relative(values: dict[str, list[float | None]], higher_is_better: bool, epsilon: float) -> dict:
+    """A video's R, B, S (means of the non-failed pair values), MG, DR and validity for one metric."""
+    means = {k: (float(np.mean(v)) if (v := [x for x in values[k] if x is not None]) else None) for k in KINDS}
+    failed = sum(x is None for k in KINDS for x in values[k])
+    r, b, s = means["revisit"], means["baseline"], means["short"]
+    if r is None or b is None or s is None:
+        return {**means, "memory_gain": None, "dynamic_range": None, "valid": False, "failed": failed}
+    sign = 1.0 if higher_is_better else -1.0
+    mg, dr = sign * (r - b), sign * (s - b)
+    return {**means, "memory_gain": mg, "dynamic_range": dr, "valid": bool(dr > epsilon), "failed": failed}
+
+
+def score_video(
+    frames: dict[int, np.ndarray], n_video: int, n_poses: int, pair_file: dict, protocol: Protocol, ctx, ids
+) -> PairCaseScores:
+    """Scores of one decoded video: ``frames`` holds every frame the pairs use that the video has."""
+    kept = {k: [p for p in pair_file[k] if p[1] < n_video] for k in KINDS}
+    dropped = {k: len(pair_file[k]) - len(kept[k]) for k in KINDS}
+    lpips = ctx.lpips if ctx.lpips is not None and not isinstance(ctx.lpips, str) else None
+    video = PairVideo(frames, lpips)
+    values, rel, unavailable = {}, {}, {}
+    lpips_note = None
+    for m in order(ctx.wanted):
+        spec = METRICS[m]
+        if spec.function is None:
+            unavailable[m] = spec.unavailable
+            continue
+        if "extra:lpips" in spec.needs and lpips is None:
+            lpips_note = ctx.lpips if isinstance(ctx.lpips, str) else "LPIPS was not loaded"
+            unavailable[m] = lpips_note
+            continue
+        values[m] = {k: _clean(spec.function(video, kept[k], protocol.params(m))) for k in KINDS}
+        rel[m] = relative(values[m], spec.higher_is_better, protocol.config["epsilon"])
+    return PairCaseScores(
+        uid=ids[1],
+        subset=ids[0],
+        video_frames=n_video,
+        poses=n_poses,
+        pairs_key=pair_file["meta"].get("key", "external"),
+        pairs=kept,
+        dropped=dropped,
+        values=values,
+        relative=rel,
+        unavailable=unavailable,
+        lpips_unavailable=lpips_note,
+        protocol=protocol.name,
+        protocol_sha256=protocol.sha256,
+        requested=order(ctx.wanted),
+        prediction_sha256=ids[2],
+    )
+
+
+def merge(new: dict, old: dict) -> dict:
+    """Keep the metrics an earlier scoring of the same video under the same protocol and pairs computed."""
+    if old.get("pairs_key") != new["pairs_key"]:
+        return new
+    kept = [m for m in old.get("values", {}) if m not in new["requested"] and m in PAIR_METRICS]
+    for m in kept:
+        new["values"][m], new["relative"][m] = old["values"][m], old["relative"][m]
+    new["requested"] = order(
+        set(new["requested"]) | set(kept) | {m for m in old.get("unavailable", {}) if m not in new["requested"]}
+    )
+    for m, why in old.get("unavailable", {}).items():
+        if m not in new["values"] and m not in new["unavailable"]:
+            new["unavailable"][m] = why
+    return new
+
+
+def _mean(values: list[float]) -> float | None:
+    return float(np.mean(values)) if values else None
+
+
+def summarise(results: list[dict], trajectories: tuple[str, ...], epsilon: float, allow_partial: bool) -> dict:
+    """NMR per trajectory and metric, per metric, per family, and Overall; counts everywhere."""
+    requested = order({m for r in results for m in r["requested"]})
+    unavailable = {m: why for r in results for m, why in r.get("unavailable", {}).items()}
+    scored = order({m for r in results for m in r["values"]})
+    per_t: dict[str, dict] = {}
+    for t in trajectories:
+        rs = [r for r in results if r["subset"] == t]
+        per_t[t] = {}
+        for m in scored:
+            rel = [r["relative"][m] for r in rs if m in r["relative"]]
+            valid = [x for x in rel if x["valid"]]
+            mg, dr = _mean([x["memory_gain"] for x in valid]), _mean([x["dynamic_range"] for x in valid])
+            per_t[t][m] = {
+                "nmr": None if mg is None else mg / (dr + epsilon),
+                "memory_gain": mg,
+                "dynamic_range": dr,
+                "valid": len(valid),
+                "excluded": len(rs) - len(valid),
+            }
+    per_metric = {}
+    for m in scored:
+        nmrs = [per_t[t][m]["nmr"] for t in trajectories if per_t[t][m]["nmr"] is not None]
+        per_metric[m] = {
+            "nmr": _mean(nmrs),
+            "trajectories": len(nmrs),
+            "valid": sum(per_t[t][m]["valid"] for t in trajectories),
+            "excluded": sum(per_t[t][m]["excluded"] for t in trajectories),
+        }
+    per_family = {}
+    for fam, ms in families(requested).items():
+        nmrs = [per_metric[m]["nmr"] for m in ms if m in per_metric and per_metric[m]["nmr"] is not None]
+        per_family[fam] = {
+            "nmr": _mean(nmrs),
+            "metrics": ms,
+            "available": [m for m in ms if m in per_metric and per_metric[m]["nmr"] is not None],
+        }
+    missing_families = [f for f, v in per_family.items() if v["nmr"] is None]
+    missing_trajectories = sorted({t for m in scored for t in trajectories if per_t[t][m]["nmr"] is None})
+    available = [v["nmr"] for v in per_family.values() if v["nmr"] is not None]
+    if not available:
+        overall, note = None, "no family could be scored"
+    elif (missing_families or missing_trajectories) and not allow_partial:
+        why = [f"families without a score: {', '.join(missing_families)}"] if missing_families else []
+        why += [f"trajectories without a score: {', '.join(missing_trajectories)}"] if missing_trajectories else []
+        overall, note = None, "; ".join(why) + "; --allow-partial gives the mean of the available families"
+    else:
+        overall = _mean(available)
+        note = (
+            ("partial: " + ", ".join(missing_families + missing_trajectories))
+            if missing_families or missing_trajectories
+            else None
+        )
+    dropped = {k: sum(r["dropped"][k] for r in results) for k in KINDS}
+    return {
+        "trajectories": per_t,
+        "metrics": per_metric,
+        "families": per_family,
+        "overall": overall,
+        "overall_note": note,
+        "unavailable": unavailable,
+        "videos": len(results),
+        "short_videos": sum(r["video_frames"] < r["poses"] for r in results),
+        "dropped_pairs": dropped,
+    }
+
+
+def _fmt(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.4f}"
+
+
+def tables(summary: dict) -> tuple[list[str], dict[str, str]]:
+    """``summary.md``'s NMR table and ``leaderboard.csv``'s columns."""
+    traj = list(summary["trajectories"])
+    lines = [
+        "| family | metric | " + " | ".join(traj) + " | NMR | valid | excluded |",
+        "| --- | --- | " + " | ".join("---" for _ in traj) + " | --- | --- | --- |",
+    ]
+    row = {"overall": "" if summary["overall"] is None else f"{summary['overall']:.6f}"}
+    for fam, block in summary["families"].items():
+        row[f"family/{fam}"] = "" if block["nmr"] is None else f"{block['nmr']:.6f}"
+        for m in block["metrics"]:
+            if m not in summary["metrics"]:
+                why = summary["unavailable"].get(m, "not scored")
+                lines.append(f"| {fam} | {m} | " + " | ".join("n/a" for _ in traj) + f" | unavailable: {why} | 0 | 0 |")
+                continue
+            cells = [_fmt(summary["trajectories"][t][m]["nmr"]) for t in traj]
+            mm = summary["metrics"][m]
+            lines.append(
+                f"| {fam} | {m} | " + " | ".join(cells) + f" | {_fmt(mm['nmr'])} | {mm['valid']} | {mm['excluded']} |"
+            )
+            row[f"metric/{m}"] = "" if mm["nmr"] is None else f"{mm['nmr']:.6f}"
+            for t in traj:
+                v = summary["trajectories"][t][m]["nmr"]
+                row[f"{t}/{m}"] = "" if v is None else f"{v:.6f}"
+        lines.append(f"| **{fam}** | family | " + " | ".join("" for _ in traj) + f" | **{_fmt(block['nmr'])}** | | |")
+    lines += [
+        "",
+        f"**Overall NMR: {_fmt(summary['overall'])}**"
+        + (f" ({summary['overall_note']})" if summary["overall_note"] else ""),
+    ]
+    d = summary["dropped_pairs"]
+    lines.append(
+        f"\n{summary['videos']} videos; {summary['short_videos']} shorter than their trajectory "
+        f"(pairs dropped: {d['revisit']} revisit, {d['baseline']} baseline, {d['short']} short)."
+    )
+    return lines, row
+
+
+def check_video_frames(n_video: int, where: object) -> None:
+    if n_video == 0:
+        raise PersistbenchError(f"{where}: the video has no frames")

@@ -1,0 +1,236 @@
+"""R2M-Bench as a suite: upstream's checkout read unchanged, generated videos, relative revisit scores (``r2m-v1``).
+
+What the model gets (:meth:`R2MBench.request`): the conditioning image as a one-frame input at
+pose 0, the prompt, and every pose of the trajectory as target cameras; it returns one frame per
+pose. The image is centre-cropped to the model's aspect ratio and resized (PersistBench's rule);
+the trajectory's ``K`` describes a ``2 cx x 2 cy`` frame (1920 x 1080 upstream) and is cropped to
+the same aspect ratio from that frame and scaled to the model's size, whatever the image's own
+size. Predictions are written as ``<run>/<T>/<id>/gen.mp4`` (lossless) plus ``case.json``, which
+is upstream's second layout, so upstream's tools read our runs and we read theirs
+(``<T>/<id>.mp4`` too).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ...camera import Camera
+from ...errors import PersistbenchError
+from ...files import read_json, sha256_file, write_json
+from ...images import image_size, read_image
+from ...layout import STATE_DIR
+from ...names import name_problem
+from ...protocol import Protocol
+from ...sampling import crop_box, crop_resize, fit_camera, target_size
+from ...video import probe, read_frames
+from ..base import Prediction, Request, ScoreContext, Suite
+from . import layout, pairs, scoring
+from .data import Checkout, R2MCase, Trajectory, fps_of, read_trajectory
+
+MAX_IMAGE_SIDE = 8192
+
+
+@functools.lru_cache(maxsize=8)
+def _trajectory(path: Path, mtime_ns: int, size: int) -> Trajectory:
+    return read_trajectory(path)
+
+
+def trajectory_of(case: R2MCase) -> Trajectory:
+    """The case's trajectory, parsed once per process (and again when the file changes)."""
+    try:
+        st = case.trajectory.stat()
+    except OSError:
+        raise PersistbenchError(f"{case.trajectory}: missing (named by the metadata of {case.subset})") from None
+    return _trajectory(case.trajectory, st.st_mtime_ns, st.st_size)
+
+
+@dataclass(frozen=True)
+class VideoPrediction(Prediction):
+    """A generated video (``files[0]``); its identity covers the video's bytes and the pairs it is scored on."""
+
+    pairs_source: str  # the trajectory's sha256, or the --pairs file's
+
+    @functools.cached_property
+    def digest(self) -> str:
+        return hashlib.sha256(f"{sha256_file(self.files[0])}:{self.pairs_source}".encode()).hexdigest()
+
+
+class R2MBench(Suite):
+    name = "r2m"
+    title = "R2M-Bench"
+    protocols = ("r2m-v1",)
+    protocol_schema = scoring.SCHEMA
+    subsets = ("DDDAAA", "WSLRRLL", "revisit_loop")
+    external_label = "external videos"
+
+    def __init__(self, root, options=None):
+        super().__init__(root, options)
+        self.checkout = Checkout(self.root)
+
+    @classmethod
+    def detect(cls, root: Path) -> bool:
+        return Checkout.detect(root)
+
+    @functools.cached_property
+    def _cases(self) -> dict[tuple[str, str], R2MCase]:
+        return {(c.subset, c.case_id): c for c in self.checkout.cases()}
+
+    def cases(self) -> list[R2MCase]:
+        return list(self._cases.values())
+
+    def case(self, ref) -> R2MCase:
+        try:
+            return self._cases[ref.subset, ref.case_id]
+        except KeyError:
+            raise PersistbenchError(f"{self.root}: no case {ref.subset}/{ref.case_id}") from None
+
+    def fingerprint(self) -> str:
+        return self.checkout.fingerprint()
+
+    def verify(self, progress: bool = False) -> tuple[list[str], int]:
+        problems: list[str] = []
+        try:
+            cases = self.cases()
+        except PersistbenchError as e:
+            return [str(e)], 0
+        for t in self.checkout.trajectories:
+            try:
+                read_trajectory(layout.trajectory_path(self.root, t))
+            except PersistbenchError as e:
+                problems.append(str(e))
+        for c in cases:
+            try:
+                h, w = image_size(c.image)
+                if max(h, w) > MAX_IMAGE_SIDE:
+                    problems.append(f"{c.image}: {w}x{h}, larger than {MAX_IMAGE_SIDE} pixels a side")
+            except PersistbenchError as e:
+                problems.append(f"{e}; the images come with: persistbench fetch --suite r2m --output {self.root}")
+        return problems, len(cases)
+
+    # ---------------------------------------------------------------- inference
+
+    def sampling_note(self) -> str:
+        return (
+            "the conditioning image at pose 0, centre-cropped to the aspect ratio and area-resized; every pose as a "
+            "target camera, K cropped from its 2cx x 2cy frame to the aspect ratio and scaled"
+        )
+
+    def request(self, ref, num_frames: int, resolution: tuple[int, int], oracle: bool) -> Request:
+        if oracle:
+            raise PersistbenchError("R2M-Bench has no ground-truth video: an oracle model cannot run on it")
+        case = self.case(ref)
+        traj = trajectory_of(case)
+        h, w = image_size(case.image)
+        if max(h, w) > MAX_IMAGE_SIDE:
+            raise PersistbenchError(f"{case.image}: {w}x{h}, larger than {MAX_IMAGE_SIDE} pixels a side")
+        image = read_image(case.image)
+        out = target_size((h, w), resolution)
+        frame = crop_resize(image, crop_box((h, w), resolution), out)
+        cam = fit_camera(Camera(traj.k, *traj.size, traj.poses), crop_box(traj.size, out), out)
+        return Request(
+            fields={
+                "uid": case.case_id,
+                "input_frames": frame[None].astype(np.float32) / 255.0,
+                "input_cameras": cam.at(np.array([0])).as_model_input(),
+                "target_cameras": cam.as_model_input(),
+                "prompt": case.prompt,
+            },
+            n_frames=len(traj.poses),
+            size=out,
+            record={"size": [out[1], out[0]], "poses": len(traj.poses), "trajectory_sha256": traj.sha256},
+            video_fps=fps_of(len(traj.poses)),
+        )
+
+    # ---------------------------------------------------------------- pairs
+
+    def pair_file(self, case: R2MCase, protocol: Protocol) -> dict:
+        """The case's trajectory's pairs: upstream's file from ``--pairs DIR``, or sampled (``r2m-v1``)."""
+        traj = trajectory_of(case)
+        if self.options.get("pairs"):
+            path = layout.pairs_path(Path(self.options["pairs"]), case.subset)
+            if not path.is_file():
+                raise PersistbenchError(f"{path}: no pair file for trajectory {case.subset} (--pairs)")
+            data = pairs.check_pair_file(read_json(path), str(path), len(traj.poses))
+            meta = data.get("meta") if isinstance(data.get("meta"), dict) else {}
+            return {**data, "meta": {**meta, "key": f"file:{sha256_file(path)}"}}
+        return pairs.build(traj, protocol.config["pairs"])
+
+    def _pairs_source(self, case: R2MCase) -> str:
+        if self.options.get("pairs"):
+            path = layout.pairs_path(Path(self.options["pairs"]), case.subset)
+            return f"file:{sha256_file(path)}" if path.is_file() else "file:missing"
+        return trajectory_of(case).sha256
+
+    # ---------------------------------------------------------------- predictions
+
+    def read_prediction(self, run: Path, run_info, ref) -> VideoPrediction | None:
+        case = self.case(ref)
+        for path in layout.video_paths(Path(run), case.subset, case.case_id):
+            if path.is_file():
+                record = path.parent / "case.json"
+                return VideoPrediction(
+                    (path,),
+                    record if path.name != f"{case.case_id}.mp4" and record.is_file() else None,
+                    self._pairs_source(case),
+                )
+        return None
+
+    def predicted(self, run: Path, run_info) -> set[str]:
+        out = set()
+        for t in sorted(Path(run).iterdir()):
+            if not t.is_dir() or name_problem(t.name) or t.name in ("scores", "logs", STATE_DIR):
+                continue
+            for entry in t.iterdir():
+                if entry.suffix == ".mp4" and entry.is_file():
+                    out.add(f"{t.name}/{entry.stem}")
+                elif (entry / "gen.mp4").is_file():
+                    out.add(f"{t.name}/{entry.name}")
+        return out
+
+    def keys_of(self, case, run_info) -> tuple[str, ...]:
+        return (f"{case.subset}/{case.case_id}",)
+
+    # ---------------------------------------------------------------- scoring
+
+    def score_case(self, ref, pred: VideoPrediction, protocol: Protocol, ctx: ScoreContext) -> dict:
+        from ...reconstruct import available_memory
+
+        case = self.case(ref)
+        n_poses = len(trajectory_of(case).poses)
+        pair_file = self.pair_file(case, protocol)
+        if ctx.scores_dir is not None:
+            write_json(layout.pairs_path(ctx.scores_dir / layout.PAIRS_DIR, case.subset), pair_file)
+        video = pred.files[0]
+        info = probe(video)
+        if max(info["width"], info["height"]) > MAX_IMAGE_SIDE:
+            raise PersistbenchError(f"{video}: {info['width']}x{info['height']}, larger than {MAX_IMAGE_SIDE} a side")
+        needed = {f for kind in scoring.KINDS for p in pair_file[kind] for f in p}
+        need, have = len(needed) * info["width"] * info["height"] * 3, available_memory()
+        if have is not None and need > have:
+            raise PersistbenchError(f"{video}: needs about {need / 2**30:.1f} GiB, {have / 2**30:.1f} GiB available")
+        frames, n_video = {}, 0
+        for i, frame in enumerate(read_frames(video)):
+            if i >= n_poses:  # frames beyond the trajectory are ignored
+                break
+            n_video = i + 1
+            if i in needed:
+                frames[i] = frame
+        scoring.check_video_frames(n_video, video)
+        ids = (case.subset, case.case_id, pred.digest)
+        return scoring.score_video(frames, n_video, n_poses, pair_file, protocol, ctx, ids).to_json()
+
+    def merge(self, new: dict, old: dict) -> dict:
+        return scoring.merge(new, old)
+
+    def summarise(self, results: list[dict], protocol: Protocol, ctx: ScoreContext) -> tuple[dict, dict]:
+        allow = bool(ctx.options.get("allow_partial"))
+        body = scoring.summarise(results, self.checkout.trajectories, protocol.config["epsilon"], allow)
+        return {}, body
+
+    def tables(self, summary: dict):
+        return scoring.tables(summary)
