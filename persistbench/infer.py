@@ -282,19 +282,30 @@ def infer(
     progress: bool = True,
 ) -> list[runner.Outcome]:
     """Run the model over the selected cases; one outcome per case, in order."""
-    everything = opts.open_suite().cases()
+    suite = opts.open_suite()
+    everything = suite.cases()
     if not everything:
         raise UsageError(f"{opts.dataset}: no cases (not a dataset root?)")
+    if subset is not None and subset not in {c.subset for c in everything}:
+        raise UsageError(
+            f"--subset {subset}: no such subset; {opts.dataset} has {', '.join(sorted({c.subset for c in everything}))}"
+        )
     cases = runner.select(everything, lambda c: c.subset, subset, limit, shard)
     check_writable(opts.output)
     start_run(opts, resume, overwrite)
     run = RunLayout(opts.output)
-    keys = [(c.subset, c.case_id) for c in cases]
+    names = {(c.subset, c.case_id): suite.key(c) for c in cases}
     predicted = functools.partial(_predicted, run=run)
     job = runner.Job(functools.partial(infer_case, opts=opts), run.state_dir, predicted)
     try:
         return runner.run(
-            keys, key_of=lambda k: k[1], job=job, is_done=predicted, workers=workers, desc="infer", progress=progress
+            list(names),
+            key_of=names.__getitem__,
+            job=job,
+            is_done=predicted,
+            workers=workers,
+            desc="infer",
+            progress=progress,
         )
     finally:
         close_models()

@@ -140,11 +140,13 @@ class Coverage:
 def coverage(suite: Suite, run: RunLayout, run_info: dict | None, cases: list, everything: list) -> Coverage:
     """Compare the selected ``cases`` (of ``everything`` the dataset lists) with what the run predicted."""
     known = {k for c in everything for k in suite.keys_of(c, run_info)}
-    absent = [c.case_id for c in cases if not suite.on_disk(c)]
+    absent = [suite.key(c) for c in cases if not suite.on_disk(c)]
     missing = [
-        c.case_id for c in cases if c.case_id not in absent and suite.read_prediction(run.root, run_info, c) is None
+        suite.key(c)
+        for c in cases
+        if suite.key(c) not in absent and suite.read_prediction(run.root, run_info, c) is None
     ]
-    present = [c for c in cases if c.case_id not in set(absent) | set(missing)]
+    present = [c for c in cases if suite.key(c) not in set(absent) | set(missing)]
     return Coverage(present, missing, absent, sorted(suite.predicted(run.root, run_info) - known))
 
 
@@ -189,6 +191,7 @@ def score(
     suite = opts.open_suite()
     protocol = opts.load_protocol(suite)
     wanted = wanted_metrics(protocol, opts.metrics)
+    check_writable(run.root / "scores")
     run_info = read_run_info(run)
     fingerprint = suite.fingerprint()
     recorded = (
@@ -207,7 +210,6 @@ def score(
     cov = coverage(suite, run, run_info, runner.select(everything, lambda c: c.subset, shard=shard), everything)
     if cov.partial and not allow_partial:
         raise PersistbenchError(f"{run.root}: {'; '.join(cov.problems())}; --allow-partial scores the rest")
-    check_writable(run.root / "scores")
     opts = ScoreOptions(**{**asdict(opts), "metrics": wanted})
     if allow_partial:
         opts = ScoreOptions(**{**asdict(opts), "suite_options": {**opts.suite_options, "allow_partial": True}})
@@ -215,19 +217,20 @@ def score(
         note = _context(opts, wanted).lpips if resume else None
         note = note if isinstance(note, str) else None
         done = (
-            {c.case_id for c in cov.present if _up_to_date(suite, run, protocol, wanted, run_info, c, note)}
+            {suite.key(c) for c in cov.present if _up_to_date(suite, run, protocol, wanted, run_info, c, note)}
             if resume
             else set()
         )
+        keys = {(c.subset, c.case_id): suite.key(c) for c in cov.present}
         job = runner.Job(
             functools.partial(_score_one, opts=opts, run_info=run_info, wanted=wanted),
             run.scores_state_dir(protocol.dirname),
         )
         outcomes = runner.run(
             [(c.subset, c.case_id) for c in cov.present],
-            key_of=lambda k: k[1],
+            key_of=keys.__getitem__,
             job=job,
-            is_done=lambda k: k[1] in done,
+            is_done=lambda k: keys[k] in done,
             workers=workers,
             desc="score",
             progress=progress,

@@ -142,6 +142,11 @@ class Suite(ABC):
     def keys_of(self, case: CaseRef, run_info: dict | None) -> tuple[str, ...]:
         """The keys under which :meth:`predicted` lists ``case``."""
 
+    def key(self, case: CaseRef) -> str:
+        """A case's name in messages, coverage lists and the runner's state files: unique in the dataset and
+        a safe file name (default ``<subset>.<case_id>``)."""
+        return f"{case.subset}.{case.case_id}"
+
     def on_disk(self, case: CaseRef) -> bool:
         """Whether the case's data is present (a recorded case whose folder is gone is not)."""
         return True

@@ -98,6 +98,10 @@ class PersistBench(Suite):
             return predictions.PublicRun.uids(case)
         return (f"{case.subset}/{case.case_id}",)
 
+    def key(self, case) -> str:
+        """The case id alone: it names its category, source and object, unique across subsets."""
+        return case.case_id
+
     def on_disk(self, case) -> bool:
         return (self._case(case).path / VIEWS[0]).is_dir()
 

@@ -1,0 +1,317 @@
+"""R2M-Bench as a suite: its reader, pairs, pair metrics, relative scores and both prediction layouts."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from persistbench import pair_metrics
+from persistbench.cli import main
+from persistbench.errors import PersistbenchError
+from persistbench.infer import InferOptions, infer
+from persistbench.score import ScoreOptions, score
+from persistbench.suites import detect, open_suite
+from persistbench.suites.base import CaseRef
+from persistbench.suites.r2m import layout, pairs, scoring, synth
+from persistbench.suites.r2m.data import read_trajectory, yaw_degrees
+from persistbench.suites.r2m.suite import R2MBench
+
+CPU_METRICS = ("frame_psnr", "frame_ssim", "sift_match_ratio", "sift_inlier_ratio")
+APPEARANCE = ("frame_psnr", "frame_ssim")
+
+
+@pytest.fixture(scope="session")
+def tree(tmp_path_factory) -> Path:
+    return synth.make(tmp_path_factory.mktemp("r2m") / "tree")
+
+
+def _score(pred: Path, dataset: Path, metrics=APPEARANCE, allow_partial: bool = False) -> dict:
+    return score(ScoreOptions(pred=pred, dataset=dataset, metrics=metrics), allow_partial=allow_partial, progress=False)
+
+
+@pytest.fixture(scope="session")
+def kind_summaries(tree, tmp_path_factory) -> dict[str, dict]:
+    out = {}
+    for kind in synth.KINDS:
+        run = tmp_path_factory.mktemp(kind) / kind
+        shutil.copytree(tree / "videos" / kind, run)
+        out[kind] = _score(run, tree, allow_partial=True)
+    return out
+
+
+# ---------------------------------------------------------------- the checkout
+
+
+def test_the_tree_is_recognised_and_read_as_upstream_writes_it(tree):
+    assert detect(tree) == "r2m"
+    suite = open_suite(tree)
+    cases = suite.cases()
+    assert [(c.subset, c.case_id) for c in cases][:2] == [("DDDAAA", "0001"), ("DDDAAA", "0002")]
+    assert len(cases) == 6 and {c.subset for c in cases} == set(synth.TEMPLATES)
+    # the metadata names ./generated_imgs/<id>.png; the images are in the Hub's test_imgs/
+    assert all(c.image.parent.name == "test_imgs" and c.image.is_file() for c in cases)
+    raw = json.loads(layout.trajectory_path(tree, "DDDAAA").read_text())
+    assert list(raw) != sorted(raw, key=int)  # the file's keys are out of order...
+    traj = read_trajectory(layout.trajectory_path(tree, "DDDAAA"))
+    want = synth.trajectory("DDDAAA", synth.R2MSynthConfig())
+    np.testing.assert_allclose(traj.poses, want, atol=1e-12)  # ...the reader orders them as numbers
+    assert traj.size == (1080, 1920)
+    assert suite.verify() == ([], 6)
+
+
+def test_yaw_is_unwrapped_across_180_degrees(tree):
+    yaw = yaw_degrees(read_trajectory(layout.trajectory_path(tree, "WSLRRLL")).poses)
+    assert yaw.max() > 180 and np.abs(np.diff(yaw)).max() < 5  # it turns through +-180 without a jump
+    assert pairs.angle_diff(179.0, -179.0) == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize(
+    ("damage", "needle"),
+    [
+        (lambda d: d.pop("3"), "frame numbers must be 0 to"),
+        (
+            lambda d: d["2"].update(extrinsic=[[2, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]]),
+            "frame 2: extrinsic is not a rigid",
+        ),
+        (lambda d: d["1"].update(K=[[1, 0], [0, 1]]), "frame 1: K: must be a 3x3 matrix"),
+        (lambda d: d["0"].update(extrinsic=[[float("nan")] * 4] * 4), "holds NaN"),
+    ],
+)
+def test_bad_trajectories_are_refused_naming_the_file(tree, tmp_path, damage, needle):
+    data = json.loads(layout.trajectory_path(tree, "DDDAAA").read_text())
+    damage(data)
+    path = tmp_path / "trajectory_DDDAAA_30s.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(PersistbenchError, match=needle) as e:
+        read_trajectory(path)
+    assert str(path) in str(e.value)
+
+
+def test_metadata_cannot_name_files_outside_the_checkout(tree, tmp_path):
+    root = Path(shutil.copytree(tree, tmp_path / "t", ignore=shutil.ignore_patterns("videos")))
+    meta = layout.meta_path(root, "DDDAAA")
+    specs = json.loads(meta.read_text())
+    specs[0]["image"] = "../../etc/passwd"
+    meta.write_text(json.dumps(specs))
+    with pytest.raises(PersistbenchError, match=r"data_single_DDDAAA_100\.json: entry 0: image"):
+        open_suite(root).cases()
+
+
+# ---------------------------------------------------------------- what the model gets
+
+
+def test_request_gives_the_image_prompt_and_every_pose_with_k_rescaled(tree):
+    suite = open_suite(tree)
+    req = suite.request(CaseRef("WSLRRLL", "0002"), -1, (48, 64), oracle=False)
+    f = req.fields
+    assert f["input_frames"].shape == (1, 48, 64, 3) and f["prompt"].startswith("a walk")
+    assert req.n_frames == 481 and len(f["target_cameras"]["cam_poses"]) == 481 and req.size == (48, 64)
+    k = f["target_cameras"]["cam_intrinsic"]
+    k_file = read_trajectory(layout.trajectory_path(tree, "WSLRRLL")).k
+    # 1920x1080 -> 64x48: the 16:9 frame is centre-cropped to 4:3 (1440x1080), then scaled by 64/1440
+    assert k[0, 2] == pytest.approx(32) and k[1, 2] == pytest.approx(24)
+    assert k[0, 0] == pytest.approx(k_file[0, 0] * 64 / 1440) and k[1, 1] == pytest.approx(k_file[1, 1] * 48 / 1080)
+    np.testing.assert_array_equal(f["input_cameras"]["cam_poses"][0], f["target_cameras"]["cam_poses"][0])
+    with pytest.raises(PersistbenchError, match="no ground-truth video"):
+        suite.request(CaseRef("WSLRRLL", "0002"), -1, (48, 64), oracle=True)
+
+
+# ---------------------------------------------------------------- pairs
+
+
+def test_pairs_follow_the_rules(tree):
+    params = R2MBench.load_protocol().config["pairs"]
+    for t in synth.TEMPLATES:
+        traj = read_trajectory(layout.trajectory_path(tree, t))
+        f = pairs.build(traj, params)
+        n_eff = f["meta"]["n_effective"]
+        assert n_eff == 481 - synth.R2MSynthConfig().static_tail  # the static tail is trimmed
+        assert 3 <= len(f["revisit"]) <= 100 and f["baseline"] and f["short"]
+        assert all(j - i >= 0.2 * n_eff and j - i >= 10 for i, j in f["revisit"])
+        used = {x for p in f["revisit"] for x in p}
+        assert not any(u in used or v in used for u, v in f["baseline"])
+        assert all(2 <= b - a <= max(6, int(0.02 * n_eff)) for a, b in f["short"])
+        assert len(f["short"]) == min(100, max(20, len(f["revisit"])))
+        yaw = yaw_degrees(traj.poses)
+        pos = traj.poses[:, :3, 3]
+        for i, j in f["revisit"]:
+            assert pairs.angle_diff(yaw[i], yaw[j]) <= f["meta"]["yaw_tol_deg"] + 1e-9
+            assert np.linalg.norm(pos[i] - pos[j]) <= f["meta"]["pos_tol_m"] + 1e-9
+        assert 1.0 <= f["meta"]["yaw_tol_deg"] <= 5.0 and 0.1 <= f["meta"]["pos_tol_m"] <= 1.0
+        again = pairs.build(read_trajectory(layout.trajectory_path(tree, t)), params)
+        assert json.dumps(again) == json.dumps(f)
+        assert f["meta"]["key"] == pairs.key(traj.sha256, params)
+        assert pairs.key(traj.sha256, {**params, "seed": 1}) != f["meta"]["key"]
+
+
+def test_pair_files_do_not_depend_on_videos_workers_or_shards(tree, tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(tree / "videos" / "pose", a)
+    shutil.copytree(tree / "videos" / "pose", b)
+    (b / "DDDAAA" / "0002.mp4").unlink()  # another set of videos
+    (b / "revisit_loop" / "0001.mp4").unlink()
+    opts = {"metrics": ("frame_psnr",)}
+    score(ScoreOptions(pred=a, dataset=tree, **opts), workers=2, progress=False)
+    from persistbench.runner import Shard
+
+    for k in range(3):
+        score(ScoreOptions(pred=b, dataset=tree, **opts), shard=Shard(k, 3), allow_partial=True, progress=False)
+    for t in synth.TEMPLATES:
+        pa = a / "scores" / "r2m-v1" / "pairs" / f"{t}.json"
+        assert pa.read_bytes() == (b / "scores" / "r2m-v1" / "pairs" / f"{t}.json").read_bytes()
+    case_a = json.loads((a / "scores" / "r2m-v1" / "DDDAAA" / "0001.json").read_text())
+    case_b = json.loads((b / "scores" / "r2m-v1" / "DDDAAA" / "0001.json").read_text())
+    assert case_a["pairs"] == case_b["pairs"] and case_a["values"] == case_b["values"]
+
+
+def test_upstream_pair_files_round_trip(tree, tmp_path):
+    run = Path(shutil.copytree(tree / "videos" / "pose", tmp_path / "run"))
+    first = _score(run, tree, metrics=("frame_psnr",))
+    theirs = Path(shutil.copytree(run / "scores" / "r2m-v1" / "pairs", tmp_path / "their_pairs"))
+    for f in theirs.iterdir():  # upstream's files carry meta of their own
+        data = json.loads(f.read_text())
+        f.write_text(json.dumps({k: data[k] for k in scoring.KINDS} | {"meta": {"from": "upstream"}}))
+    again = score(
+        ScoreOptions(pred=run, dataset=tree, metrics=("frame_psnr",), suite_options={"pairs": str(theirs)}),
+        progress=False,
+    )
+    assert again["trajectories"] == first["trajectories"] and again["metrics"] == first["metrics"]
+    bad = tmp_path / "bad"
+    shutil.copytree(theirs, bad)
+    (bad / "DDDAAA.json").write_text(json.dumps({"revisit": [[5, 3]], "baseline": [], "short": []}))
+    with pytest.raises(PersistbenchError, match=r"DDDAAA\.json: revisit: \[5, 3\] is not a pair"):
+        score(
+            ScoreOptions(pred=run, dataset=tree, metrics=("frame_psnr",), suite_options={"pairs": str(bad)}),
+            progress=False,
+        )
+
+
+# ---------------------------------------------------------------- metrics and relative scores
+
+
+def test_pair_metrics_agree_with_scikit_image():
+    from skimage.metrics import peak_signal_noise_ratio, structural_similarity
+
+    rng = np.random.default_rng(1)
+    a = rng.integers(0, 256, (37, 53, 3), dtype=np.uint8)
+    b = np.clip(a.astype(int) + rng.integers(-30, 31, a.shape), 0, 255).astype(np.uint8)
+    assert pair_metrics.ssim(a, b) == pytest.approx(
+        structural_similarity(a, b, channel_axis=2, data_range=255), abs=1e-6
+    )
+    assert pair_metrics.psnr(a, b) == pytest.approx(peak_signal_noise_ratio(a, b, data_range=255), abs=1e-6)
+    assert pair_metrics.psnr(a, a) == 100.0  # capped, never inf
+    assert pair_metrics.ssim(a, a) == pytest.approx(1.0)
+
+
+def test_sift_ratios_see_the_same_scene_and_not_noise():
+    import cv2
+
+    rng = np.random.default_rng(2)
+    scene = cv2.GaussianBlur(rng.integers(0, 256, (240, 320, 3), dtype=np.uint8), (0, 0), 1.5)
+    shifted = np.roll(scene, 7, axis=1)
+    noise = rng.integers(0, 256, scene.shape, dtype=np.uint8)
+    same = pair_metrics.sift_ratios(pair_metrics.sift_frame(scene), pair_metrics.sift_frame(shifted))
+    other = pair_metrics.sift_ratios(pair_metrics.sift_frame(scene), pair_metrics.sift_frame(noise))
+    assert same[0] > 0.3 and same[1] > 0.8
+    assert other[0] < 0.05
+    flat = np.full_like(scene, 128)
+    assert pair_metrics.sift_ratios(pair_metrics.sift_frame(flat), pair_metrics.sift_frame(scene)) == (0.0, 0.0)
+
+
+def test_relative_scores_by_hand():
+    vals = {"revisit": [30.0, None], "baseline": [20.0], "short": [40.0]}
+    r = scoring.relative(vals, True, 1e-8)
+    assert (r["memory_gain"], r["dynamic_range"], r["valid"], r["failed"]) == (10.0, 20.0, True, 1)
+    low = scoring.relative({"revisit": [0.2], "baseline": [0.5], "short": [0.1]}, False, 1e-8)
+    assert low["memory_gain"] == pytest.approx(0.3) and low["dynamic_range"] == pytest.approx(0.4)
+    flat = scoring.relative({"revisit": [1.0], "baseline": [1.0], "short": [1.0]}, True, 1e-8)
+    assert not flat["valid"]
+
+    def rec(t, mg, dr):
+        rel = {"memory_gain": mg, "dynamic_range": dr, "valid": dr > 1e-8}
+        return {
+            "subset": t,
+            "requested": ["frame_psnr"],
+            "values": {"frame_psnr": {}},
+            "relative": {"frame_psnr": rel},
+            "dropped": dict.fromkeys(scoring.KINDS, 0),
+            "video_frames": 5,
+            "poses": 5,
+        }
+
+    results = [rec("A", 1.0, 2.0), rec("A", 3.0, 2.0), rec("A", 5.0, 0.0), rec("B", 1.0, 4.0)]
+    s = scoring.summarise(results, ("A", "B", "C"), 1e-8, allow_partial=False)
+    assert s["trajectories"]["A"]["frame_psnr"]["nmr"] == pytest.approx(2.0 / (2.0 + 1e-8))
+    assert s["trajectories"]["A"]["frame_psnr"]["excluded"] == 1
+    assert s["metrics"]["frame_psnr"]["nmr"] == pytest.approx((1.0 + 0.25) / 2, rel=1e-6)
+    assert s["overall"] is None and "C" in s["overall_note"]  # a trajectory is missing
+    partial = scoring.summarise(results, ("A", "B", "C"), 1e-8, allow_partial=True)
+    assert partial["overall"] == pytest.approx(0.625, rel=1e-6)
+
+
+def test_synthetic_videos_score_as_designed(kind_summaries):
+    pose, time, static, short = (kind_summaries[k] for k in ("pose", "time", "static", "short"))
+    for m in APPEARANCE:
+        assert pose["metrics"][m]["nmr"] > 0.8, m
+        assert time["metrics"][m]["nmr"] < 0.2, m
+        assert static["metrics"][m]["nmr"] is None and static["metrics"][m]["excluded"] == 6
+    assert pose["families"]["appearance"]["nmr"] > 0.8 and time["families"]["appearance"]["nmr"] < 0.2
+    assert short["short_videos"] == 6 and sum(short["dropped_pairs"].values()) > 0
+    assert pose["short_videos"] == 0 and sum(pose["dropped_pairs"].values()) == 0
+
+
+def test_identical_frames_take_the_capped_psnr(tree, tmp_path):
+    run = Path(shutil.copytree(tree / "videos" / "static", tmp_path / "static"))
+    _score(run, tree, metrics=("frame_psnr",))
+    case = json.loads((run / "scores" / "r2m-v1" / "DDDAAA" / "0001.json").read_text())
+    assert set(case["values"]["frame_psnr"]["revisit"]) == {100.0}
+    assert case["relative"]["frame_psnr"]["dynamic_range"] == 0.0 and not case["relative"]["frame_psnr"]["valid"]
+
+
+# ---------------------------------------------------------------- models and layouts
+
+
+def test_infer_then_score_in_our_layout_and_upstreams(tree, tmp_path):
+    outcomes = infer(InferOptions(dataset=tree, output=tmp_path / "warp", model="warp"), workers=2, progress=False)
+    assert [o.status for o in outcomes] == ["done"] * 6
+    ours = _score(tmp_path / "warp", tree, metrics=CPU_METRICS, allow_partial=True)
+    flat = tmp_path / "flat"
+    for video in (tmp_path / "warp").glob("*/*/gen.mp4"):
+        target = flat / video.parent.parent.name / f"{video.parent.name}.mp4"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(video, target)
+    theirs = _score(flat, tree, metrics=CPU_METRICS, allow_partial=True)
+    for key in ("trajectories", "metrics", "families", "overall"):
+        assert ours[key] == theirs[key], key
+    assert ours["metrics"]["frame_psnr"]["nmr"] > 0.5  # the warp remembers the rotations
+    a = json.loads((tmp_path / "warp" / "scores" / "r2m-v1" / "WSLRRLL" / "0001.json").read_text())
+    b = json.loads((flat / "scores" / "r2m-v1" / "WSLRRLL" / "0001.json").read_text())
+    assert a["values"] == b["values"] and a["prediction_sha256"] == b["prediction_sha256"]
+    hold = tmp_path / "hold"
+    infer(InferOptions(dataset=tree, output=hold, model="hold"), progress=False)
+    held = _score(hold, tree)
+    assert all(v["nmr"] is None and v["excluded"] == 6 for v in held["metrics"].values())
+
+
+def test_oracle_cannot_run_on_r2m(tree, tmp_path):
+    outcomes = infer(InferOptions(dataset=tree, output=tmp_path / "o", model="oracle"), limit=1, progress=False)
+    assert outcomes[0].status == "failed" and "no ground-truth video" in outcomes[0].reason
+
+
+def test_cli_scores_an_upstream_tree_with_the_suite_detected(tree, tmp_path):
+    run = Path(shutil.copytree(tree / "videos" / "pose", tmp_path / "run"))
+    result = CliRunner().invoke(
+        main, ["score", "--pred", str(run), "--dataset", str(tree), "--metrics", "frame_psnr", "--no-progress"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "| appearance | frame_psnr |" in result.output and "Overall NMR" in result.output
+    bad = CliRunner().invoke(main, ["score", "--pred", str(run), "--dataset", str(tree), "--metrics", "psnr"])
+    assert bad.exit_code == 2 and "unknown metrics ['psnr'] for protocol r2m-v1" in bad.output
+    declared = _score(run, tree, metrics=("frame_psnr", "scene_identity"), allow_partial=True)
+    assert "model-based backend" in declared["unavailable"]["scene_identity"]
+    assert declared["families"]["scene_identity"]["nmr"] is None
