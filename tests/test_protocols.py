@@ -1,0 +1,268 @@
+"""Every field a shipped protocol declares acts on the scores, or is checked (a value the scorer cannot honour
+is refused naming the field): the protocol file is the single source of the scoring parameters."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from persistbench.errors import PersistbenchError
+from persistbench.infer import InferOptions, infer
+from persistbench.protocol import shipped_path
+from persistbench.registry import METRICS
+from persistbench.suites import open_suite
+from persistbench.suites.base import ScoreContext
+from persistbench.suites.persistbench.scoring import frame_sets
+from persistbench.suites.persistbench.suite import PersistBench
+from persistbench.suites.r2m import layout, pairs, synth
+from persistbench.suites.r2m.data import Trajectory, read_trajectory
+from persistbench.suites.r2m.scoring import score_video
+from persistbench.suites.r2m.suite import R2MBench
+
+CLASSIC = json.loads(shipped_path("classic-v1").read_text())
+R2M = json.loads(shipped_path("r2m-v1").read_text())
+
+
+def _load(suite, config: dict, tmp_path: Path):
+    path = tmp_path / f"p{abs(hash(json.dumps(config, sort_keys=True)))}.json"
+    path.write_text(json.dumps(config))
+    return suite.load_protocol(str(path))
+
+
+def _set(config: dict, field: str, value) -> dict:
+    out = copy.deepcopy(config)
+    *head, last = field.split(".")
+    target = out
+    for k in head:
+        target = target[k]
+    target[last] = value
+    return out
+
+
+def _fields(config: dict, prefix: str = "") -> list[str]:
+    out = []
+    for k, v in config.items():
+        if k == "name":
+            continue
+        out += _fields(v, f"{prefix}{k}.") if isinstance(v, dict) else [f"{prefix}{k}"]
+    return out
+
+
+# ---------------------------------------------------------------- classic-v1 (PersistBench)
+
+CLASSIC_ACTS = {  # field -> another valid value; each changes what is scored
+    "visible_above": 0.95,
+    "invisible_below": 0.05,
+    "start": "first_frame",
+    "eval_size": [96, 128],
+    "resize.rgb": "cubic",
+    "metrics": ["psnr"],
+    "psnr.cap_db": 30.0,
+    "ssim.sigma": 3.0,
+    "ssim.window": 5,
+    "ssim.k1": 0.2,
+    "ssim.k2": 0.2,
+    "ssim.covariance": "sample",
+}
+CLASSIC_CHECKED = {  # field -> a value the scorer does not implement: refused, naming the field
+    "resize.mask": "area",
+    "psnr.data_range": 255.0,
+    "lpips.net": "vgg",
+    "lpips.version": "0.0",
+    "lpips.inputs": "[0, 1]",
+    "lpips.reduce": "mean",
+    "continuity.scale": "1",
+    "aggregate": "per frame",
+}
+
+
+def test_every_classic_field_is_covered():
+    assert sorted(_fields(CLASSIC)) == sorted(CLASSIC_ACTS | CLASSIC_CHECKED)
+
+
+@pytest.fixture(scope="module")
+def classic(dataset_dir, tmp_path_factory):
+    runs = {}
+    for model in ("hold", "oracle"):
+        runs[model] = tmp_path_factory.mktemp(model) / model
+        infer(InferOptions(dataset=dataset_dir, output=runs[model], model=model), progress=False)
+    suite = open_suite(dataset_dir)
+    return suite, runs
+
+
+def _classic_scores(classic, config, tmp_path, model="hold") -> list[dict]:
+    suite, runs = classic
+    protocol = _load(PersistBench, config, tmp_path)
+    out = []
+    for case in suite.cases():
+        pred = suite.read_prediction(runs[model], None, case)
+        wanted = tuple(m for m in protocol.metrics if m != "lpips")
+        out.append(suite.score_case(case, pred, protocol, ScoreContext(wanted)))
+    return out
+
+
+@pytest.mark.parametrize("field", sorted(CLASSIC_ACTS))
+def test_classic_fields_act(classic, tmp_path, field):
+    changed = _set(CLASSIC, field, CLASSIC_ACTS[field])
+    if field in ("visible_above", "invisible_below", "start"):  # which frames are visible / off-screen
+        vis = np.array([0.2, 0.5, 0.9, 0.96, 0.6, 0.25, 0.04, 0.8])
+        base = frame_sets(vis, _load(PersistBench, CLASSIC, tmp_path))
+        new = frame_sets(vis, _load(PersistBench, changed, tmp_path))
+        assert any(not np.array_equal(a, b) for a, b in zip(base, new))
+        return
+    model = "oracle" if field == "psnr.cap_db" else "hold"
+    base = _classic_scores(classic, CLASSIC, tmp_path, model)
+    new = _classic_scores(classic, changed, tmp_path, model)
+    assert [r["metrics"] for r in base] != [r["metrics"] for r in new]
+    if field == "psnr.cap_db":
+        assert {v for r in new for v in r["metrics"]["psnr"] if v is not None} == {30.0}
+
+
+@pytest.mark.parametrize("field", sorted(CLASSIC_CHECKED))
+def test_classic_fields_are_checked(tmp_path, field):
+    with pytest.raises(PersistbenchError, match=rf"{field.split('.')[0]}: .*must be one of"):
+        _load(PersistBench, _set(CLASSIC, field, CLASSIC_CHECKED[field]), tmp_path)
+
+
+def test_unknown_and_missing_fields_are_refused(tmp_path):
+    with pytest.raises(PersistbenchError, match="extra: unknown field"):
+        _load(PersistBench, {**CLASSIC, "extra": 1}, tmp_path)
+    config = copy.deepcopy(CLASSIC)
+    del config["ssim"]["sigma"]
+    with pytest.raises(PersistbenchError, match="ssim: sigma: missing"):
+        _load(PersistBench, config, tmp_path)
+
+
+# ---------------------------------------------------------------- r2m-v1 (R2M-Bench)
+
+R2M_PAIRS = {  # sampler field -> a value that changes the pairs of some trajectory
+    "pairs.yaw_tol_deg": [0.5, 0.6],
+    "pairs.pos_tol_m": [0.5, 1.0],
+    "pairs.translation_m": 0.5,
+    "pairs.rotation_deg": 3.0,
+    "pairs.min_gap_frames": 200,
+    "pairs.position_weight": 0.0,
+    "pairs.fallback_below": 0,
+    "pairs.min_gap_fraction": 0.5,
+    "pairs.max_revisit": 10,
+    "pairs.seed": 7,
+    "pairs.baseline_relax_below": 1000,
+    "pairs.max_short": 30,
+    "pairs.min_short": 60,
+}
+R2M_VALUES = {  # metric field -> a value that changes the metric's values
+    "frame_psnr.cap_db": 50.0,
+    "frame_ssim.window": 11,
+    "frame_ssim.data_range": 1023.0,
+    "frame_ssim.k1": 0.2,
+    "frame_ssim.k2": 0.3,
+    "sift.ratio": 0.95,
+    "sift.ransac_px": 0.3,
+    "sift.confidence": 0.5,
+    "epsilon": 1.0,
+    "metrics": ["frame_psnr"],
+}
+R2M_CHECKED = {
+    "pairs.sampler": "upstream",
+    "frame_lpips.net": "vgg",
+    "frame_lpips.version": "0.0",
+    "frame_lpips.inputs": "[0, 1]",
+}
+
+
+def test_every_r2m_field_is_covered():
+    assert sorted(_fields(R2M)) == sorted(R2M_PAIRS | R2M_VALUES | R2M_CHECKED)
+
+
+@pytest.fixture(scope="module")
+def r2m_tree(tmp_path_factory) -> Path:
+    cfg = synth.R2MSynthConfig(cases=1)
+    return synth.make(tmp_path_factory.mktemp("r2m") / "tree", cfg)
+
+
+def _offset_return(traj: Trajectory) -> Trajectory:
+    """DDDAAA coming back 0.12 m further forward: only a position tolerance above 0.12 m finds the revisits."""
+    poses = traj.poses.copy()
+    half = len(poses) // 2
+    poses[half:, 2, 3] += 0.12
+    return Trajectory(poses, traj.k, traj.sha256)
+
+
+@pytest.mark.parametrize("field", sorted(R2M_PAIRS))
+def test_r2m_sampler_fields_act(r2m_tree, tmp_path, field):
+    base = R2MBench.load_protocol().config["pairs"]
+    new = _load(R2MBench, _set(R2M, field, R2M_PAIRS[field]), tmp_path).config["pairs"]
+    trajs = [read_trajectory(layout.trajectory_path(r2m_tree, t)) for t in synth.TEMPLATES]
+    trajs.append(_offset_return(trajs[0]))
+
+    def lists(traj, params):
+        return {k: v for k, v in pairs.build(traj, params).items() if k != "meta"}
+
+    assert any(lists(t, base) != lists(t, new) for t in trajs)
+
+
+def _video_scores(r2m_tree, config, tmp_path, kind: str) -> dict:
+    protocol = _load(R2MBench, config, tmp_path)
+    suite = open_suite(r2m_tree)
+    case = next(c for c in suite.cases() if c.subset == "WSLRRLL")
+    pair_file = suite.pair_file(case, protocol)
+    from persistbench.video import read_frames
+
+    frames = dict(enumerate(read_frames(r2m_tree / "videos" / kind / "WSLRRLL" / f"{case.case_id}.mp4")))
+    wanted = tuple(m for m in protocol.metrics if METRICS[m].function is not None and m != "frame_lpips")
+    ctx = ScoreContext(wanted)
+    return score_video(
+        frames, len(frames), len(frames), pair_file, protocol, ctx, ("WSLRRLL", case.case_id, "x")
+    ).to_json()
+
+
+def _textured_pair() -> dict[int, np.ndarray]:
+    """A textured frame and a noisy perspective warp of it with a shifted patch (RANSAC has outliers to reject)."""
+    import cv2
+
+    rng = np.random.default_rng(3)
+    a = cv2.GaussianBlur(rng.integers(0, 256, (240, 320, 3), dtype=np.uint8), (0, 0), 1.2)
+    h = np.array([[1.02, 0.03, 5], [0.01, 0.98, -4], [1e-4, 0, 1]])
+    b = cv2.warpPerspective(a, h, (320, 240), borderMode=cv2.BORDER_REFLECT)
+    b[100:180, 150:260] = np.roll(b[100:180, 150:260], 9, axis=1)
+    return {0: a, 1: np.clip(b.astype(int) + rng.integers(-20, 21, b.shape), 0, 255).astype(np.uint8)}
+
+
+@pytest.mark.parametrize("field", sorted(R2M_VALUES))
+def test_r2m_metric_fields_act(r2m_tree, tmp_path, field):
+    if field.startswith("sift."):  # the synthetic scene is smooth: SIFT needs texture to show its parameters
+        from persistbench.registry import PairVideo
+
+        def sift(config):
+            protocol, video = _load(R2MBench, config, tmp_path), PairVideo(_textured_pair())
+            return [
+                METRICS[m].function(video, [(0, 1)], protocol.params(m))
+                for m in ("sift_match_ratio", "sift_inlier_ratio")
+            ]
+
+        assert sift(R2M) != sift(_set(R2M, field, R2M_VALUES[field]))
+        return
+    kind = "static" if field == "frame_psnr.cap_db" else "pose"  # identical frames: the cap
+    base = _video_scores(r2m_tree, R2M, tmp_path, kind)
+    new = _video_scores(r2m_tree, _set(R2M, field, R2M_VALUES[field]), tmp_path, kind)
+    if field == "epsilon":
+        assert [r["valid"] for r in base["relative"].values()] != [r["valid"] for r in new["relative"].values()]
+    else:
+        assert base["values"] != new["values"]
+
+
+@pytest.mark.parametrize("field", sorted(R2M_CHECKED))
+def test_r2m_fields_are_checked(tmp_path, field):
+    with pytest.raises(PersistbenchError, match="must be one of"):
+        _load(R2MBench, _set(R2M, field, R2M_CHECKED[field]), tmp_path)
+
+
+def test_protocols_belong_to_their_suite(tmp_path):
+    with pytest.raises(PersistbenchError, match=r"no such protocol \(shipped: r2m-v1\)"):
+        R2MBench.load_protocol("classic-v1")
+    with pytest.raises(PersistbenchError, match=r"metrics: unknown \['psnr'\]"):
+        _load(R2MBench, _set(R2M, "metrics", ["psnr"]), tmp_path)
