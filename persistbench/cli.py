@@ -145,7 +145,7 @@ def main() -> None:
     "config_file",
     type=click.Path(dir_okay=False, exists=True),
     default=None,
-    help="JSON of SynthConfig fields (e.g. configs/sample.json); options given here override it.",
+    help="JSON of the suite's synth configuration (e.g. configs/sample.json); options given here override it.",
 )
 @click.option(
     "--scenes", default=4, show_default=True, type=click.IntRange(1), help="Scenes (even: dynamic, odd: static)."
@@ -182,42 +182,25 @@ def main() -> None:
     type=click.FloatRange(0.5, 45),
     help="Object angular radius, degrees.",
 )
+@SUITE
 @click.pass_context
-def synth(ctx: click.Context, output, config_file, base_url, **options) -> None:
-    """Write procedural 360-degree scenes: source clips, recipes.jsonl and analytic truth.
+def synth(ctx: click.Context, output, config_file, suite, **options) -> None:
+    """Write synthetic test data with exact ground truth: PersistBench's procedural 360-degree scenes (source
+    clips, recipes.jsonl, analytic truth), or with --suite r2m an R2M-Bench tree and videos of known scores.
 
     \b
     Example:
       persistbench synth --output synth --scenes 4 --seed 0
       persistbench synth --config configs/sample.json --output sample
+      persistbench synth --suite r2m --output r2m-synth
     """
-    import dataclasses
-    import json
+    from pathlib import Path
 
-    from .files import check_writable
-    from .synth import SynthConfig, generate
+    from .suites import suite_class
 
-    fields = {f.name for f in dataclasses.fields(SynthConfig)}
-    values = {}
-    if config_file:
-        try:
-            values = json.loads(open(config_file, encoding="utf-8").read())
-        except (OSError, json.JSONDecodeError) as e:
-            raise click.BadParameter(f"{config_file}: {e}", param_hint="--config") from None
-        unknown = set(values) - fields if isinstance(values, dict) else {"<not an object>"}
-        if unknown:
-            raise click.BadParameter(f"{config_file}: unknown fields {sorted(unknown)}", param_hint="--config")
-        values = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
-    for name, value in options.items():
-        if not config_file or ctx.get_parameter_source(name) != click.core.ParameterSource.DEFAULT:
-            values[name] = value
-    try:
-        cfg = SynthConfig(**values)
-    except (TypeError, ValueError) as e:
-        raise click.UsageError(str(e)) from None
-    check_writable(output)
-    recipes = generate(output, cfg, base_url, progress=True)
-    click.echo(f"wrote {cfg.scenes} scenes: {recipes}")
+    given = {k: v for k, v in options.items() if ctx.get_parameter_source(k) != click.core.ParameterSource.DEFAULT}
+    cls = suite_class(suite or "persistbench")  # the options' defaults are the configurations' own
+    click.echo(cls.synthesize(Path(output), config_file, given))
 
 
 @main.command()
@@ -556,7 +539,9 @@ def pack(root, output, shard_size, samples, date, workers, no_progress) -> None:
 
 @main.command()
 @output_option("Dataset root to extract into.")
-@click.option("--repo", default=None, help="Hugging Face dataset repository (default: persistbench/persistbench).")
+@click.option(
+    "--repo", default=None, help="Hugging Face dataset repository (default: persistbench/persistbench, GD-ML/R2MBench)."
+)
 @click.option("--revision", default=None, help="Branch, tag or commit; resolved to a commit and recorded.")
 @click.option(
     "--from",
@@ -566,29 +551,30 @@ def pack(root, output, shard_size, samples, date, workers, no_progress) -> None:
     help="Take the files from a local copy of the distribution instead.",
 )
 @click.option("--include", type=click.Choice(["samples", "all"]), default="all", show_default=True)
+@SUITE
 @NO_PROGRESS
-def fetch(output, repo, revision, from_dir, include, no_progress) -> None:
-    """Fetch the sharded distribution: verify each shard's sha256, extract it safely; resumable.
+def fetch(output, repo, revision, from_dir, include, suite, no_progress) -> None:
+    """Fetch a suite's published data. PersistBench: the sharded distribution (each shard's sha256 verified,
+    extracted safely; resumable). R2M-Bench: the conditioning images (GD-ML/R2MBench, test_imgs/) into a
+    checkout of its repository.
 
     \b
     Examples:
       persistbench fetch --include samples --output data
       persistbench fetch --repo ORG/NAME --revision v1 --output data
       persistbench fetch --from /mnt/dist --output data
+      persistbench fetch --suite r2m --output R2MBench
     """
-    from .fetch import DEFAULT_REPO, hub_source, local_source
-    from .fetch import fetch as run_fetch
+    from pathlib import Path
+
     from .files import check_writable
+    from .suites import suite_class
 
     if from_dir and (repo or revision):
         raise click.UsageError("--from takes the files from a directory; --repo/--revision name a Hub repository")
     check_writable(output)
-    source = local_source(from_dir) if from_dir else hub_source(repo or DEFAULT_REPO, revision)
-    record = run_fetch(output, source, include, progress=not no_progress)
-    click.echo(
-        f"fetched {record['pairs']} pair(s) from {record['files']} file(s) into {output}; "
-        f"check them with: persistbench verify {output}"
-    )
+    cls = suite_class(suite or "persistbench")
+    click.echo(cls.fetch(Path(output), repo, revision, from_dir, include, progress=not no_progress))
 
 
 @main.command()
@@ -667,15 +653,16 @@ def demo(output, workers, no_progress) -> None:
 
 @main.command()
 @click.argument("root", type=click.Path(file_okay=False))
+@SUITE
 @NO_PROGRESS
-def verify(root, no_progress) -> None:
-    """Check a dataset against the layout contract; one line per problem.
+def verify(root, suite, no_progress) -> None:
+    """Check a dataset against its suite's contract; one line per problem.
 
     Example: persistbench verify reconstructed/
     """
-    from .verify import verify_dataset
+    from .suites import open_suite
 
-    problems, n = verify_dataset(root, progress=not no_progress)
+    problems, n = open_suite(root, suite).verify(progress=not no_progress)
     for line in problems:
         click.echo(line)
     if problems:

@@ -313,3 +313,34 @@ def generate(out: str | os.PathLike, cfg: SynthConfig, base_url: str | None = No
     recipes = out / "recipes.jsonl"
     write_text(recipes, "".join(line + "\n" for line in lines))
     return recipes
+
+
+def build_config(cls: type, config_file: str | None, given: dict) -> object:
+    """A synth configuration dataclass from a JSON file of its fields, overridden by ``given``; bad input is a usage error.
+
+    Lists in the file become tuples (sizes); a field the class does not have is refused naming the file
+    (or the option).
+    """
+    import dataclasses
+    import json
+
+    from .errors import UsageError
+
+    fields = {f.name for f in dataclasses.fields(cls)}
+    values: dict = {}
+    if config_file:
+        try:
+            values = json.loads(Path(config_file).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise UsageError(f"--config {config_file}: {e}") from None
+        unknown = set(values) - fields if isinstance(values, dict) else {"<not an object>"}
+        if unknown:
+            raise UsageError(f"--config {config_file}: unknown fields {sorted(unknown)}")
+        values = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+    unknown = set(given) - fields
+    if unknown:
+        raise UsageError(f"{', '.join(sorted(unknown))}: not settable for this suite's synth ({cls.__name__})")
+    try:
+        return cls(**{**values, **given})
+    except (TypeError, ValueError) as e:
+        raise UsageError(str(e)) from None

@@ -315,3 +315,47 @@ def test_cli_scores_an_upstream_tree_with_the_suite_detected(tree, tmp_path):
     declared = _score(run, tree, metrics=("frame_psnr", "scene_identity"), allow_partial=True)
     assert "model-based backend" in declared["unavailable"]["scene_identity"]
     assert declared["families"]["scene_identity"]["nmr"] is None
+
+
+# ---------------------------------------------------------------- synth, fetch and verify from the command line
+
+
+def test_synth_fetch_and_verify_from_the_command_line(tree, tmp_path):
+    runner = CliRunner()
+    out = tmp_path / "synth"
+    result = runner.invoke(main, ["synth", "--suite", "r2m", "--output", str(out), "--scenes", "1", "--frames", "121"])
+    assert result.exit_code == 0, result.output
+    assert len(list(out.glob("videos/pose/*/*.mp4"))) == 3
+    bad = runner.invoke(main, ["synth", "--suite", "r2m", "--output", str(tmp_path / "no"), "--fps", "3"])
+    assert bad.exit_code == 2 and "--fps: does not apply to --suite r2m" in bad.output
+    assert not (tmp_path / "no").exists()
+    checkout = tmp_path / "checkout"  # upstream's repository without its images
+    for folder in (layout.META_DIR, layout.TRAJECTORY_DIR):
+        shutil.copytree(tree / folder, checkout / folder)
+    missing = runner.invoke(main, ["verify", str(checkout), "--no-progress"])
+    assert missing.exit_code == 1 and "persistbench fetch --suite r2m" in missing.output
+    fetched = runner.invoke(
+        main, ["fetch", "--suite", "r2m", "--from", str(tree), "--output", str(checkout), "--no-progress"]
+    )
+    assert fetched.exit_code == 0 and "fetched 2 image(s)" in fetched.output, fetched.output
+    assert (checkout / layout.HUB_IMAGES / "0001.png").read_bytes() == (
+        tree / layout.HUB_IMAGES / "0001.png"
+    ).read_bytes()
+    assert runner.invoke(main, ["verify", str(checkout), "--no-progress"]).output.startswith("ok: 6 cases verified")
+
+
+def test_fetch_refuses_bad_image_folders(tmp_path):
+    src = tmp_path / "src" / layout.HUB_IMAGES
+    src.mkdir(parents=True)
+    (src / "0001.png").write_bytes(b"not a png")
+    result = CliRunner().invoke(
+        main, ["fetch", "--suite", "r2m", "--from", str(tmp_path / "src"), "--output", str(tmp_path / "o")]
+    )
+    assert result.exit_code == 1 and "0001.png: not a readable image" in result.output
+    assert not (tmp_path / "o" / layout.HUB_IMAGES / "0001.png").exists()
+    (src / "0001.png").unlink()
+    (src / "notes.txt").write_text("x")
+    result = CliRunner().invoke(
+        main, ["fetch", "--suite", "r2m", "--from", str(tmp_path / "src"), "--output", str(tmp_path / "o")]
+    )
+    assert result.exit_code == 1 and "notes.txt: not an image name" in result.output

@@ -23,6 +23,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from ..errors import UsageError
 from ..files import sha256_file
 from ..protocol import Check, Protocol, load_protocol
 
@@ -167,6 +168,25 @@ class Suite(ABC):
     @abstractmethod
     def tables(self, summary: dict) -> tuple[list[str], dict[str, str]]:
         """``(summary.md table lines, leaderboard.csv columns)`` of a summary."""
+
+    # ---------------------------------------------------------------- getting the data
+
+    @classmethod
+    def fetch(
+        cls, output: Path, repo: str | None, revision: str | None, from_dir: str | None, include: str, progress: bool
+    ) -> str:
+        """Fetch this suite's published data into ``output`` (from the Hub, or ``from_dir``); returns a one-line
+        summary with the next command to run."""
+        raise UsageError(f"--suite {cls.name}: nothing to fetch")
+
+    # ---------------------------------------------------------------- synthetic data
+
+    @classmethod
+    def synthesize(cls, out: Path, config_file: str | None, options: dict, progress: bool = True) -> str:
+        """Write this suite's synthetic test data under ``out`` from a config file and the options given
+        (``persistbench synth`` option names: scenes, seed, frames, size, hfov, pano_size, ...); returns a
+        one-line description of what was written."""
+        raise UsageError(f"--suite {cls.name}: no synthetic data generator")
 
     # ---------------------------------------------------------------- report
 

@@ -55,6 +55,30 @@ class PersistBench(Suite):
 
     # ---------------------------------------------------------------- inference
 
+    @classmethod
+    def fetch(cls, output, repo, revision, from_dir, include, progress) -> str:
+        """The sharded distribution: each shard's sha256 verified, extracted safely; resumable (:mod:`persistbench.fetch`)."""
+        from ...fetch import DEFAULT_REPO, hub_source, local_source
+        from ...fetch import fetch as run_fetch
+
+        source = local_source(from_dir) if from_dir else hub_source(repo or DEFAULT_REPO, revision)
+        record = run_fetch(output, source, include, progress=progress)
+        return (
+            f"fetched {record['pairs']} pair(s) from {record['files']} file(s) into {output}; "
+            f"check them with: persistbench verify {output}"
+        )
+
+    @classmethod
+    def synthesize(cls, out: Path, config_file: str | None, options: dict, progress: bool = True) -> str:
+        """Procedural 360-degree scenes: source clips, ``recipes.jsonl`` and analytic truth (:mod:`persistbench.synth`)."""
+        from ...files import check_writable
+        from ...synth import SynthConfig, build_config, generate
+
+        base_url = options.pop("base_url", None)
+        cfg = build_config(SynthConfig, config_file, options)
+        check_writable(out)
+        return f"wrote {cfg.scenes} scenes: {generate(out, cfg, base_url, progress=progress)}"
+
     def sampling_note(self) -> str:
         return "np.linspace(0, T-1, num_frames).round(); centre crop to the aspect ratio; area resize"
 

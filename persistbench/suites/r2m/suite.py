@@ -112,6 +112,46 @@ class R2MBench(Suite):
                 problems.append(f"{e}; the images come with: persistbench fetch --suite r2m --output {self.root}")
         return problems, len(cases)
 
+    # ---------------------------------------------------------------- getting the data
+
+    @classmethod
+    def fetch(cls, output, repo, revision, from_dir, include, progress) -> str:
+        """The conditioning images (:mod:`persistbench.suites.r2m.fetch`); the checkout itself comes from git."""
+        from .fetch import fetch_images
+
+        record = fetch_images(Path(output), repo, revision, from_dir, progress)
+        return f"fetched {record['images']} image(s) into {Path(output) / layout.HUB_IMAGES}; check with: persistbench verify {output}"
+
+    # ---------------------------------------------------------------- synthetic data
+
+    # persistbench synth's option names -> R2MSynthConfig's fields
+    SYNTH_OPTIONS = {
+        "scenes": "cases",
+        "n_frames": "n_poses",
+        "view_size": "size",
+        "seed": "seed",
+        "hfov_deg": "hfov_deg",
+        "pano_size": "pano_size",
+    }
+
+    @classmethod
+    def synthesize(cls, out: Path, config_file: str | None, options: dict, progress: bool = True) -> str:
+        """A small R2M tree with videos of known outcomes (:mod:`persistbench.suites.r2m.synth`)."""
+        from ...errors import UsageError
+        from ...files import check_writable
+        from ...synth import build_config
+        from .synth import R2MSynthConfig, make
+
+        given = {}
+        for name, value in options.items():
+            if name not in cls.SYNTH_OPTIONS:
+                raise UsageError(f"--{name.replace('_', '-')}: does not apply to --suite r2m")
+            given[cls.SYNTH_OPTIONS[name]] = (value[1], value[0]) if name == "view_size" else value
+        cfg = build_config(R2MSynthConfig, config_file, given)
+        check_writable(out)
+        make(out, cfg)
+        return f"wrote {cfg.cases} spec(s) x {len(cls.subsets)} trajectories and their videos: {out}"
+
     # ---------------------------------------------------------------- inference
 
     def sampling_note(self) -> str:
