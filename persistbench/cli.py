@@ -616,9 +616,10 @@ def doctor(wanted, cache, output, lpips_weights) -> None:
 @main.command()
 @click.argument("runs", nargs=-1, required=True, type=click.Path(file_okay=False, exists=True))
 @output_option("The HTML file to write.", default="report.html", file=True)
-@click.option("--protocol", default="classic-v1", show_default=True)
+@click.option("--protocol", default=None, help="The scores' folder (default: each run's only one).")
 def report(runs, output, protocol) -> None:
-    """One self-contained HTML report of scored runs: leaderboard, charts, memory curves, contact sheets.
+    """One self-contained HTML report of scored runs of one suite: leaderboard, provenance, the suite's charts
+    (PersistBench: memory curves and contact sheets; R2M-Bench: NMR profiles, MG-vs-DR scatters).
 
     \b
     Example:

@@ -1,9 +1,10 @@
-"""``persistbench demo``: the whole chain, offline, on scenes made on the spot.
+"""``persistbench demo``: both suites' whole chains, offline, on data made on the spot.
 
-synth (both subsets) -> a loopback HTTP server -> download through yt-dlp
-(range requests) -> infer with ``hold``, ``reproject`` and ``oracle`` ->
-score -> report. Everything lands in one output directory; the server is
-stopped before returning, whatever happens.
+PersistBench: synth (both subsets) -> a loopback HTTP server -> download through yt-dlp (range
+requests) -> infer with ``hold``, ``reproject`` and ``oracle`` -> score -> report. R2M-Bench
+(``r2m/``): a synthetic checkout -> infer with ``warp`` and ``hold`` -> score (NMR) beside the
+synthetic pose-rendered videos (a reference that remembers perfectly) -> report. Everything lands
+in one output directory; the server is stopped before returning, whatever happens.
 """
 
 from __future__ import annotations
@@ -13,15 +14,18 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .errors import PersistbenchError
+from .registry import order
 
 MODELS = ("hold", "reproject", "oracle")
+R2M_MODELS = ("warp", "hold")
+R2M_METRICS = ("frame_psnr", "frame_ssim", "sift_match_ratio", "sift_inlier_ratio")  # the CPU families
 DEMO_SCENES = {"scenes": 4, "seed": 7, "pano_size": (1024, 512), "view_size": (256, 192), "n_frames": 48, "fps": 10.0}
 
 
 def demo(
     out: str | Path = "persistbench-demo", workers: int = 2, progress: bool = True, echo: Callable[[str], None] = print
 ) -> dict:
-    """Run the chain into ``out`` (new or empty); returns ``{"report": path, "summaries": {model: summary}}``."""
+    """Run both chains into ``out`` (new or empty); returns ``{"report", "summaries", "r2m_report", "r2m_summaries"}``."""
     from .download import DownloadOptions, RecipeSource, download
     from .infer import InferOptions, infer
     from .report import build_report
@@ -64,18 +68,69 @@ def demo(
     step("report")
     report = build_report([out / "runs" / m for m in MODELS], out / "report.html")
     echo(summary_table(summaries))
-    step(f"done: open {report}")
-    return {"report": report, "summaries": summaries}
+    r2m = _r2m(out / "r2m", workers, progress, step)
+    echo(r2m_table(r2m["summaries"]))
+    step(f"done: open {report} and {r2m['report']}")
+    return {"report": report, "summaries": summaries, "r2m_report": r2m["report"], "r2m_summaries": r2m["summaries"]}
 
 
-def summary_table(summaries: dict[str, dict], metrics: tuple[str, ...] = ("psnr", "ssim", "lpips", "iou")) -> str:
-    """All cases, one row per model: each metric on the visible and the invisible (off-screen) frames."""
-    shown = [m for m in metrics if any(m in s["subsets"]["all"]["visible"] for s in summaries.values())]
-    head = "model      " + "".join(f"{m + ' vis':>11s}{m + ' inv':>11s}" for m in shown)
+def _r2m(out: Path, workers: int, progress: bool, step: Callable[[str], None]) -> dict:
+    """R2M-Bench: a synthetic checkout, the built-in models and the pose-rendered reference, scored and reported."""
+    import shutil
+
+    from .infer import InferOptions, infer
+    from .report import build_report
+    from .runner import summary as outcome_summary
+    from .score import ScoreOptions, score
+    from .suites.r2m.synth import R2MSynthConfig, make
+
+    step(f"r2m synth: a checkout with one image per trajectory into {out / 'checkout'}")
+    tree = make(out / "checkout", R2MSynthConfig(cases=1))
+    runs = {"pose-rendered": out / "runs" / "pose-rendered"}
+    shutil.copytree(tree / "videos" / "pose", runs["pose-rendered"])  # upstream's <T>/<id>.mp4 layout
+    for model in R2M_MODELS:
+        runs[model] = out / "runs" / model
+        step(f"r2m infer: {model} -> {runs[model]}")
+        results = infer(InferOptions(dataset=tree, output=runs[model], model=model), workers=workers, progress=progress)
+        if any(o.status == "failed" for o in results):
+            raise PersistbenchError(f"demo: infer {model} failed:\n{outcome_summary(results)}")
+    summaries = {}
+    for name, run in runs.items():
+        step(f"r2m score: {name}")
+        opts = ScoreOptions(pred=run, dataset=tree, metrics=R2M_METRICS)
+        summaries[name] = score(opts, workers=workers, allow_partial=True, progress=progress)
+    step("r2m report")
+    return {"report": build_report(list(runs.values()), out / "report.html"), "summaries": summaries}
+
+
+def r2m_table(summaries: dict[str, dict]) -> str:
+    """One row per run: Overall NMR, each family's and each metric's (registry order)."""
+    first = next(iter(summaries.values()))
+    families = list(first["families"])
+    metrics = order({m for s in summaries.values() for m in s["metrics"]})
+    head = f"{'R2M-Bench NMR':15s}{'Overall':>10s}" + "".join(f"{f:>12s}" for f in families)
+    head += "".join(f"{m:>19s}" for m in metrics)
+    lines = [head, "-" * len(head)]
+    for name, s in summaries.items():
+        cells = [s["overall"]] + [s["families"][f]["nmr"] for f in families]
+        row = f"{name:15s}{_cell(cells[0], 10)}" + "".join(_cell(v, 12) for v in cells[1:])
+        lines.append(row + "".join(_cell(s["metrics"].get(m, {}).get("nmr"), 19) for m in metrics))
+    return "\n".join(lines)
+
+
+def _cell(v: float | None, width: int) -> str:
+    return f"{'n/a' if v is None else f'{v:.4f}':>{width}s}"
+
+
+def summary_table(summaries: dict[str, dict]) -> str:
+    """All cases, one row per model: each metric (registry order) on the visible and the invisible (off-screen) frames."""
+    shown = order({m for s in summaries.values() for m in s["subsets"]["all"]["visible"]})
+    widths = [max(11, len(m) + 6) for m in shown]
+    head = "model      " + "".join(f"{m + ' vis':>{w}s}{m + ' inv':>{w}s}" for m, w in zip(shown, widths))
     lines = [head, "-" * len(head)]
     for model, s in summaries.items():
         block = s["subsets"]["all"]
         cells = [block[split][m]["mean"] for m in shown for split in ("visible", "invisible")]
-        lines.append(f"{model:11s}" + "".join(f"{'n/a' if v is None else f'{v:.4f}':>11s}" for v in cells))
+        lines.append(f"{model:11s}" + "".join(_cell(v, w) for v, w in zip(cells, [w for w in widths for _ in (0, 1)])))
     notes = {s["lpips_unavailable"] for s in summaries.values() if s.get("lpips_unavailable")}
     return "\n".join(lines + [f"LPIPS unavailable: {n}" for n in sorted(notes)])

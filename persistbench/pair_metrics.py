@@ -41,11 +41,12 @@ def ssim(a: np.ndarray, b: np.ndarray, window: int = 7, data_range: float = 255.
     n = window * window
     norm = n / (n - 1)  # sample covariance
     ux, uy = _box(x, window), _box(y, window)
-    vx = norm * (_box(x * x, window) - ux * ux)
-    vy = norm * (_box(y * y, window) - uy * uy)
-    vxy = norm * (_box(x * y, window) - ux * uy)
+    uxx, uyy, uxy = ux * ux, uy * uy, ux * uy
+    vx = norm * (_box(x * x, window) - uxx)
+    vy = norm * (_box(y * y, window) - uyy)
+    vxy = norm * (_box(x * y, window) - uxy)
     c1, c2 = (k1 * data_range) ** 2, (k2 * data_range) ** 2
-    s = ((2 * ux * uy + c1) * (2 * vxy + c2)) / ((ux * ux + uy * uy + c1) * (vx + vy + c2))
+    s = ((2 * uxy + c1) * (2 * vxy + c2)) / ((uxx + uyy + c1) * (vx + vy + c2))
     pad = (window - 1) // 2
     return float(s[pad : s.shape[0] - pad, pad : s.shape[1] - pad].mean())
 

@@ -61,6 +61,7 @@ class PairVideo:
     frames: dict[int, np.ndarray]  # frame number -> (H, W, 3) uint8: the frames the pairs use
     lpips: object = None
     _sift: dict = field(default_factory=dict)
+    _sift_pairs: dict = field(default_factory=dict)
 
     def sift_frame(self, i: int) -> pair_metrics.SiftFrame:
         if i not in self._sift:
@@ -126,10 +127,12 @@ def _pair_lpips(v: PairVideo, pairs, p: dict) -> list[float]:
 
 
 def _sift(v: PairVideo, pairs, p: dict) -> list[tuple[float, float]]:
-    return [
-        pair_metrics.sift_ratios(v.sift_frame(a), v.sift_frame(b), p["ratio"], p["ransac_px"], p["confidence"])
-        for a, b in pairs
-    ]
+    """Both SIFT ratios of each pair, matched once for the two metrics that report them."""
+    params = (p["ratio"], p["ransac_px"], p["confidence"])
+    for a, b in pairs:
+        if (a, b, params) not in v._sift_pairs:
+            v._sift_pairs[a, b, params] = pair_metrics.sift_ratios(v.sift_frame(a), v.sift_frame(b), *params)
+    return [v._sift_pairs[a, b, params] for a, b in pairs]
 
 
 def _sift_match(v: PairVideo, pairs, p: dict) -> list[float]:

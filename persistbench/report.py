@@ -1,210 +1,31 @@
-"""``persistbench report``: one self-contained HTML file comparing scored runs.
+"""``persistbench report``: one self-contained HTML file comparing scored runs of one suite.
 
-Leaderboard (sortable) with each run's provenance; bar charts per subset,
-visible against invisible; memory curves (each metric against the frames
-since the object left the input view, mean and 95% interval over cases);
-contact sheets of the best and worst cases per subset. Charts use matplotlib
-(the ``report`` extra); every image is inlined as a PNG data URI.
+The page is the runs' leaderboard and provenance, with the warnings that say why numbers are not
+comparable (different protocol hash or dataset, partial runs); what the leaderboard shows and which
+figures follow are the suite's (:meth:`~persistbench.suites.base.Suite.report_sections`). Charts
+use matplotlib (the ``report`` extra); every image is inlined as a PNG data URI.
 """
 
 from __future__ import annotations
 
-import base64
 import html
-import io
-import math
-from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
-
-from .dataset import Dataset
 from .errors import PersistbenchError
+from .figures import table
 from .files import read_json, write_text
-from .images import encode_image, list_images, read_image
 from .layout import RunLayout
-from .suites.persistbench.scoring import SPLITS
-
-HIGHER_IS_BETTER = {"psnr": True, "ssim": True, "lpips": False, "iou": True, "presence": True, "continuity": True}
-SHEET_COLUMNS = 5
 
 
-# ---------------------------------------------------------------- numbers (pure)
-
-
-def frames_since_left(frame_indices: list[int], visible: list[bool], invisible: list[bool]) -> list[int | None]:
-    """Per scored frame: source frames since the last visible one, for invisible frames (None elsewhere)."""
-    out, last = [], None
-    for t, vis, inv in zip(frame_indices, visible, invisible):
-        if vis:
-            last = t
-        out.append(t - last if inv and last is not None else None)
-    return out
-
-
-# The range each metric's values can take: curve bands never leave it. Presence is a rate (0 or 1 per
-# frame): its band is Wilson's score interval, which stays in [0, 1] and is not zero-width at 0 or 1.
-RANGES = {
-    "psnr": (0.0, 100.0),
-    "ssim": (-1.0, 1.0),
-    "lpips": (0.0, math.inf),
-    "iou": (0.0, 1.0),
-    "presence": (0.0, 1.0),
-    "continuity": (0.0, 1.0),
-}
-RATES = {"presence"}
-Z95 = 1.959963984540054
-
-
-def wilson(successes: float, n: int, z: float = Z95) -> tuple[float, float]:
-    """Wilson score interval ``(low, high)`` of a rate of ``successes`` in ``n`` trials."""
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return centre - half, centre + half
-
-
-def memory_curve(cases: list[dict], metric: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``(offsets, mean, low, high, n_cases)`` of ``metric`` against frames since the object left the view.
-
-    Each case contributes at most one value per offset. The 95% band is the normal approximation
-    ``mean ± 1.96 sd / sqrt(n)`` (zero width where n = 1) clipped to the metric's range
-    (:data:`RANGES`), or Wilson's interval for rates (:data:`RATES`).
-    """
-    per_offset: dict[int, list[float]] = {}
-    for case in cases:
-        values = case["metrics"].get(metric)
-        if values is None:
-            continue
-        for off, v in zip(frames_since_left(case["frame_indices"], case["visible"], case["invisible"]), values):
-            if off is not None and v is not None:
-                per_offset.setdefault(off, []).append(v)
-    offsets = np.array(sorted(per_offset), dtype=np.int64)
-    lo_range, hi_range = RANGES.get(metric, (-math.inf, math.inf))
-    mean, low, high, n = [], [], [], []
-    for o in offsets:
-        values = per_offset[o]
-        m = float(np.mean(values))
-        if metric in RATES:
-            lo, hi = wilson(sum(values), len(values))
-        else:
-            half = Z95 * float(np.std(values, ddof=1)) / math.sqrt(len(values)) if len(values) > 1 else 0.0
-            lo, hi = m - half, m + half
-        mean.append(m)
-        low.append(max(lo, lo_range))
-        high.append(min(hi, hi_range))
-        n.append(len(values))
-    return offsets, np.array(mean), np.array(low), np.array(high), np.array(n, dtype=np.int64)
-
-
-# ---------------------------------------------------------------- images
-
-
-def _data_uri(png: bytes) -> str:
-    return "data:image/png;base64," + base64.b64encode(png).decode()
-
-
-def _figure_png(fig) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight", metadata={"Software": None})
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
-    return buf.getvalue()
-
-
-def _pyplot():
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise PersistbenchError('report needs matplotlib: pip install -e ".[report]"') from None
-    return plt
-
-
-def bar_charts(runs: list[dict], subset: str, metrics: list[str]) -> bytes:
-    plt = _pyplot()
-    fig, axes = plt.subplots(1, len(metrics), figsize=(2.6 * len(metrics), 2.8), squeeze=False)
-    x = np.arange(len(runs))
-    for ax, m in zip(axes[0], metrics):
-        for k, split in enumerate(SPLITS):
-            vals = [r["summary"]["subsets"].get(subset, {}).get(split, {}).get(m, {}).get("mean") for r in runs]
-            ax.bar(
-                x + (k - 0.5) * 0.38,
-                [np.nan if v is None else v for v in vals],
-                0.38,
-                label=split,
-                color=("#4c72b0", "#dd8452")[k],
-            )
-        ax.set_title(m)
-        ax.set_xticks(x, [r["name"] for r in runs], rotation=30, ha="right", fontsize=8)
-    axes[0][0].legend(fontsize=8)
-    fig.suptitle(f"{subset}: visible vs invisible (off-screen)", y=1.06)
-    return _figure_png(fig)
-
-
-def curves(runs: list[dict], metrics: list[str]) -> bytes:
-    plt = _pyplot()
-    fig, axes = plt.subplots(1, len(metrics), figsize=(2.9 * len(metrics), 2.8), squeeze=False)
-    for ax, m in zip(axes[0], metrics):
-        for r in runs:
-            off, mean, low, high, _ = memory_curve(r["results"]["cases"], m)
-            if len(off):
-                (line,) = ax.plot(off, mean, label=r["name"], lw=1.5)
-                ax.fill_between(off, low, high, color=line.get_color(), alpha=0.2, lw=0)
-        ax.set_title(m)
-        ax.set_xlabel("frames since the object left the input view", fontsize=7)
-    axes[0][0].legend(fontsize=8)
-    return _figure_png(fig)
-
-
-def _outline(image: np.ndarray, mask: np.ndarray, color: tuple[int, int, int]) -> np.ndarray:
-    import cv2
-
-    contours, _ = cv2.findContours(mask.astype(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_NONE)
-    return cv2.drawContours(np.ascontiguousarray(image), contours, -1, color, 2)
-
-
-def contact_sheet(case, run: RunLayout, result: dict, height: int = 96) -> bytes:
-    """Rows: input view, ground-truth target, prediction, prediction with the ground-truth mask (green)
-    and the model's mask (red, when it gave one); columns sampled across the off-screen frames."""
-    import cv2
-
-    positions = [i for i, inv in enumerate(result["invisible"]) if inv] or list(range(len(result["frame_indices"])))
-    picks = [positions[round(k)] for k in np.linspace(0, len(positions) - 1, min(SHEET_COLUMNS, len(positions)))]
-    pred_frames = list_images(run.frames_dir(case.subset, case.case_id)) or list_images(
-        run.public_prediction_dir(case.case_id)
-    )
-    pred_masks = list_images(run.masks_dir(case.subset, case.case_id))
-    wanted = {result["frame_indices"][i] for i in picks}
-    views = {
-        name: {t: f for t, f in enumerate(case.view(name).frames()) if t in wanted} for name in ("view_0", "center")
-    }
-    rows: list[list[np.ndarray]] = [[], [], [], []]
-    for i in picks:
-        t = result["frame_indices"][i]
-        gt = views["center"][t]
-        h, w = gt.shape[:2]
-        pred = cv2.resize(read_image(pred_frames[i]), (w, h), interpolation=cv2.INTER_AREA)
-        overlay = _outline(pred.copy(), case.view("center").mask(t) > 0, (0, 200, 0))
-        if pred_masks:
-            m = cv2.resize(read_image(pred_masks[i], gray=True), (w, h), interpolation=cv2.INTER_NEAREST_EXACT) > 0
-            overlay = _outline(overlay, m, (230, 0, 0))
-        for row, image in zip(rows, (views["view_0"][t], gt, pred, overlay)):
-            row.append(cv2.resize(image, (round(w * height / h), height), interpolation=cv2.INTER_AREA))
-    gap = lambda img: np.full((img.shape[0], 4, 3), 255, np.uint8)  # noqa: E731
-    lines = [np.concatenate([x for img in row for x in (img, gap(img))][:-1], axis=1) for row in rows]
-    sheet = np.concatenate([x for line in lines for x in (line, np.full((4, line.shape[1], 3), 255, np.uint8))][:-1])
-    return encode_image(sheet, "png")
-
-
-# ---------------------------------------------------------------- the page
-
-
-def _load_run(path: Path, protocol: str) -> dict:
+def _load_run(path: Path, protocol: str | None) -> dict:
     run = RunLayout(path)
+    if protocol is None:
+        scored = sorted(d.name for d in (path / "scores").glob("*") if (d / "summary.json").is_file())
+        if len(scored) > 1:
+            raise PersistbenchError(f"{path}: scored with several protocols ({', '.join(scored)}); pass --protocol")
+        if not scored:
+            raise PersistbenchError(f"{path}: not scored; run persistbench score --pred {path}")
+        protocol = scored[0]
     try:
         summary = read_json(run.summary_json(protocol))
         results = read_json(run.results_json(protocol))
@@ -218,31 +39,17 @@ def _load_run(path: Path, protocol: str) -> dict:
         "layout": run,
         "summary": summary,
         "results": results,
-        "info": read_json(run.run_json),
+        "info": read_json(run.run_json) if run.run_json.is_file() else None,
     }
 
 
-def _fmt(v) -> str:
-    return "n/a" if v is None else f"{v:.4f}"
+def _suite_of(runs: list[dict]):
+    from .suites import SUITES, suite_class
 
-
-def _table(runs: list[dict], subset: str, metrics: list[str], table_id: str) -> str:
-    head = ["run", "model"] + [f"{m} {s}" for m in metrics for s in ("vis", "inv", "gap")]
-    out = [f'<table id="{table_id}" class="sortable"><thead><tr>']
-    out += [f'<th data-col="{i}">{html.escape(h)}</th>' for i, h in enumerate(head)]
-    out.append("</tr></thead><tbody>")
-    for r in runs:
-        block = r["summary"]["subsets"].get(subset, {})
-        cells = [r["name"], str(r["summary"].get("model"))]
-        for m in metrics:
-            cells += [
-                _fmt(block.get("visible", {}).get(m, {}).get("mean")),
-                _fmt(block.get("invisible", {}).get(m, {}).get("mean")),
-                _fmt(block.get("gap", {}).get(m)),
-            ]
-        out.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
-    out.append("</tbody></table>")
-    return "".join(out)
+    names = {next((n for n in SUITES if suite_class(n).owns_summary(r["summary"])), None) for r in runs}
+    if None in names or len(names) != 1:
+        raise PersistbenchError("report: the runs must be scored summaries of one suite")
+    return suite_class(names.pop())
 
 
 def _provenance(runs: list[dict]) -> str:
@@ -271,14 +78,8 @@ def _provenance(runs: list[dict]) -> str:
             "yes" if s.get("partial") else "no",
             "unavailable: " + s["lpips_unavailable"] if s.get("lpips_unavailable") else "computed",
         ]
-        rows.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
-    return (
-        '<table id="provenance"><thead><tr>'
-        + "".join(f"<th>{h}</th>" for h in head)
-        + "</tr></thead><tbody>"
-        + "".join(rows)
-        + "</tbody></table>"
-    )
+        rows.append([str(c) for c in cells])
+    return table("provenance", head, rows, sortable=False)
 
 
 _SORT_JS = """
@@ -325,77 +126,31 @@ def comparability_warnings(runs: list[dict]) -> list[str]:
 
 
 def build_report(
-    run_dirs: list[str | Path], out: str | Path, protocol: str = "classic-v1", progress: bool = False
+    run_dirs: list[str | Path], out: str | Path, protocol: str | None = None, progress: bool = False
 ) -> Path:
-    """Write the report of the scored runs to ``out`` (one HTML file); returns its path."""
+    """Write the report of the scored runs to ``out`` (one HTML file); returns its path.
+
+    ``protocol``: the scores' folder name (default: each run's only one).
+    """
     from tqdm import tqdm
 
     if not run_dirs:
         raise PersistbenchError("report: give at least one run directory")
     runs = [_load_run(Path(p), protocol) for p in run_dirs]
-    metrics = sorted(
-        {m for r in runs for m in r["summary"]["subsets"]["all"]["visible"]},
-        key=lambda m: list(HIGHER_IS_BETTER).index(m) if m in HIGHER_IS_BETTER else 99,
-    )
-    subsets = [s for s in runs[0]["summary"]["subsets"] if s != "all"]
+    suite = _suite_of(runs)
+    used = runs[0]["summary"].get("protocol")
+    bar = tqdm(total=suite.report_steps(runs), desc="report", unit="figure", disable=not progress)
+    note, board, figures = suite.report_sections(runs, bar.update)
+    bar.close()
     parts = [
-        f"<h1>persistbench report</h1><p class='note'>Protocol {html.escape(protocol)}. Visible: the object is in "
-        "the input view; invisible: it is off-screen, the frames that test memory. gap = visible - invisible. "
-        "Click a column to sort.</p>"
+        f"<h1>persistbench report: {html.escape(suite.title)}</h1><p class='note'>Protocol {html.escape(str(used))}. "
+        f"{html.escape(note)} Click a column to sort.</p>"
     ]
     parts += [f"<p class='warning'>{html.escape(w)}</p>" for w in comparability_warnings(runs)]
-    parts += ["<h2>Leaderboard (all cases)</h2>", _table(runs, "all", metrics, "leaderboard")]
-    for s in subsets:
-        parts += [f"<h3>{html.escape(s)}</h3>", _table(runs, s, metrics, f"leaderboard-{s}")]
-    parts += ["<h2>Provenance</h2>", _provenance(runs), "<h2>Visible vs invisible</h2>"]
-    # The figures and the contact sheets (which decode frames) are the slow part: one step each.
-    bar = tqdm(total=2 * len(subsets) + 1, desc="report", unit="figure", disable=not progress)
-    for s in subsets:
-        parts.append(f'<img alt="bars {html.escape(s)}" src="{_data_uri(bar_charts(runs, s, metrics))}">')
-        bar.update(1)
-    parts += [
-        "<h2>Memory curves</h2><p class='note'>Each metric on the off-screen frames against the frames since the "
-        "object left the input view: mean over cases and 95% interval.</p>",
-        f'<img alt="memory curves" src="{_data_uri(curves(runs, metrics))}">',
-    ]
-    bar.update(1)
-    parts.append(_sheets(runs, subsets, bar.update))
-    bar.close()
+    parts += board + ["<h2>Provenance</h2>", _provenance(runs)] + figures
     page = (
         f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>persistbench report</title>"
         f"<style>{_CSS}</style></head><body>{''.join(parts)}<script>{_SORT_JS}</script></body></html>\n"
     )
     write_text(out, page)
     return Path(out)
-
-
-def _sheets(runs: list[dict], subsets: list[str], advance: Callable[[int], object] = lambda n: None) -> str:
-    """Best and worst cases per subset by invisible PSNR (else the first metric) of the first non-oracle run."""
-    run = next((r for r in runs if not r["summary"].get("oracle")), runs[0])
-    root = run["info"].get("dataset", {}).get("root")
-    if not root or not Path(root).is_dir():
-        return "<h2>Contact sheets</h2><p class='note'>The run's dataset is not here; no contact sheets.</p>"
-    ds = Dataset(root)
-    parts = [
-        f"<h2>Contact sheets ({html.escape(run['name'])})</h2><p class='note'>Rows: input view, ground-truth "
-        "target, prediction, prediction with the ground-truth mask (green) and the model's mask (red). Columns: "
-        "frames across the off-screen window.</p>"
-    ]
-    for s in subsets:
-        advance(1)
-        cases = [c for c in run["results"]["cases"] if c["subset"] == s]
-        metric = (
-            "psnr" if all("psnr" in c["means"]["invisible"] for c in cases) else next(iter(cases[0]["metrics"]), None)
-        )
-        scored = [c for c in cases if metric and c["means"]["invisible"].get(metric) is not None]
-        if not scored:
-            continue
-        good = HIGHER_IS_BETTER.get(metric, True)
-        ranked = sorted(scored, key=lambda c: c["means"]["invisible"][metric], reverse=good)
-        for label, c in (("best", ranked[0]), ("worst", ranked[-1])):
-            png = contact_sheet(ds.case(s, c["uid"]), run["layout"], c)
-            parts.append(
-                f"<h3>{html.escape(s)}, {label}: {html.escape(c['uid'])} (invisible {metric} "
-                f"{_fmt(c['means']['invisible'][metric])})</h3><img alt='{label} {html.escape(s)}' src='{_data_uri(png)}'>"
-            )
-    return "".join(parts)

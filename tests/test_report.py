@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from persistbench.cli import main
 from persistbench.layout import RunLayout
-from persistbench.report import frames_since_left, memory_curve, wilson
+from persistbench.suites.persistbench.report import frames_since_left, memory_curve, wilson
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -72,7 +72,7 @@ def demo_dir(tmp_path_factory):
 
 def test_demo_runs_the_whole_chain(demo_dir):
     out, output = demo_dir
-    assert sorted(p.name for p in out.iterdir()) == ["cache", "dataset", "report.html", "runs", "sources"]
+    assert sorted(p.name for p in out.iterdir()) == ["cache", "dataset", "r2m", "report.html", "runs", "sources"]
     summaries = {
         m: json.loads(RunLayout(out / "runs" / m).summary_json("classic-v1").read_text())
         for m in ("hold", "reproject", "oracle")
@@ -93,7 +93,14 @@ def test_demo_runs_the_whole_chain(demo_dir):
         if line.split()[:1] in (["hold"], ["reproject"], ["oracle"])
     }
     assert rows["oracle"][:2] == ["100.0000", "100.0000"] and float(rows["reproject"][1]) > float(rows["hold"][1])
-    assert f"done: open {out / 'report.html'}" in output
+    assert f"done: open {out / 'report.html'} and {out / 'r2m' / 'report.html'}" in output
+    # R2M-Bench: the pose-rendered reference remembers, the warp remembers rotations, hold is excluded.
+    r2m = {
+        line.split()[0]: line.split()[1:]
+        for line in output.splitlines()
+        if line.split()[:1] in (["pose-rendered"], ["warp"], ["hold"])
+    }
+    assert float(r2m["pose-rendered"][1]) > 0.8 and float(r2m["warp"][1]) > 0.5 and r2m["hold"][0] == "n/a"
     # The loopback server is gone: its port refuses connections.
     url = json.loads((out / "sources" / "recipes.jsonl").read_text().splitlines()[0])["source"]["url"]
     port = urlparse(url).port
@@ -116,7 +123,7 @@ def test_the_report_warns_when_runs_are_not_comparable(demo_dir, tmp_path):
     text = report.read_text()
     assert "different datasets (fingerprint)" in text and "reproject: ffffffffffff" in text and "Partial runs" in text
     missing = CliRunner().invoke(main, ["report", str(out / "dataset"), "--out", str(report)])
-    assert missing.exit_code == 1 and "not scored with protocol classic-v1" in missing.output
+    assert missing.exit_code == 1 and "not scored" in missing.output
 
 
 def test_the_demo_refuses_a_used_directory(tmp_path):

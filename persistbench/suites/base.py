@@ -190,6 +190,18 @@ class Suite(ABC):
 
     # ---------------------------------------------------------------- report
 
-    def report_sections(self, runs: list[dict], advance: Callable[[int], object]) -> list[str]:
-        """HTML sections of the report for scored runs (``{"name", "summary", "results", "info", "layout"}``)."""
-        return []
+    @classmethod
+    @abstractmethod
+    def owns_summary(cls, summary: dict) -> bool:
+        """Whether a ``summary.json`` was written by this suite's scoring."""
+
+    @classmethod
+    @abstractmethod
+    def report_steps(cls, runs: list[dict]) -> int:
+        """How many slow steps :meth:`report_sections` reports through ``advance`` (the progress bar's total)."""
+
+    @classmethod
+    @abstractmethod
+    def report_sections(cls, runs: list[dict], advance: Callable[[int], object]) -> tuple[str, list[str], list[str]]:
+        """``(a note on what the numbers mean, leaderboard HTML parts, figure HTML parts)`` for scored runs
+        (each ``{"name", "path", "summary", "results", "info", "layout"}``)."""

@@ -143,3 +143,21 @@ class PersistBench(Suite):
 
     def tables(self, summary: dict):
         return scoring.tables(summary)
+
+    # ---------------------------------------------------------------- report
+
+    @classmethod
+    def owns_summary(cls, summary: dict) -> bool:
+        return "subsets" in summary
+
+    @classmethod
+    def report_steps(cls, runs: list[dict]) -> int:
+        from . import report
+
+        return report.steps(runs)
+
+    @classmethod
+    def report_sections(cls, runs, advance):
+        from . import report
+
+        return report.sections(runs, advance)

@@ -1,0 +1,119 @@
+"""R2M-Bench's sections of the report: the NMR leaderboard (Overall, families, metrics), an NMR profile per
+family and trajectory, and a MemoryGain-vs-DynamicRange scatter per metric (one point per video)."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable
+
+import numpy as np
+
+from ...figures import data_uri, figure_png, fmt, pyplot, table
+from ...registry import families, order
+
+
+def _families(runs: list[dict]) -> list[str]:
+    """The runs' families in registry order."""
+    return list(families([m for r in runs for f in r["summary"]["families"].values() for m in f["metrics"]]))
+
+
+def _metrics(runs: list[dict]) -> list[str]:
+    """The runs' scored metrics in registry order."""
+    return order({m for r in runs for m in r["summary"]["metrics"]})
+
+
+def profile(runs: list[dict]) -> bytes:
+    """One panel per run: NMR per family (bars) for each trajectory; a family's trajectory value is the
+    mean of its metrics' NMR there."""
+    plt = pyplot()
+    families = _families(runs)
+    fig, axes = plt.subplots(1, len(runs), figsize=(3.4 * len(runs), 2.9), squeeze=False)
+    for ax, r in zip(axes[0], runs):
+        s = r["summary"]
+        traj = list(s["trajectories"])
+        x = np.arange(len(traj))
+        width = 0.8 / max(len(families), 1)
+        for k, fam in enumerate(families):
+            ms = [m for m in s["families"].get(fam, {}).get("metrics", []) if m in s["metrics"]]
+            vals = []
+            for t in traj:
+                v = [s["trajectories"][t][m]["nmr"] for m in ms if s["trajectories"][t][m]["nmr"] is not None]
+                vals.append(float(np.mean(v)) if v else np.nan)
+            ax.bar(x + (k - (len(families) - 1) / 2) * width, vals, width, label=fam)
+        ax.axhline(1.0, color="#888", lw=0.8, ls="--")
+        ax.axhline(0.0, color="#444", lw=0.8)
+        ax.set_xticks(x, traj, fontsize=8)
+        ax.set_title(f"{r['name']}: NMR", fontsize=9)
+    axes[0][0].legend(fontsize=7)
+    return figure_png(fig)
+
+
+def scatter(runs: list[dict], metric: str) -> bytes:
+    """MemoryGain against DynamicRange of every scored video: NMR = MG / DR is the slope from the origin
+    (dashed: NMR = 1); videos at DR <= epsilon are excluded (grey band's left)."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(3.6, 3.0))
+    top = 0.0
+    for r in runs:
+        pts = [
+            (c["relative"][metric]["dynamic_range"], c["relative"][metric]["memory_gain"])
+            for c in r["results"]["cases"]
+            if metric in c.get("relative", {}) and c["relative"][metric]["dynamic_range"] is not None
+        ]
+        if pts:
+            dr, mg = np.array(pts).T
+            ax.scatter(dr, mg, s=12, label=r["name"])
+            top = max(top, float(np.abs(np.concatenate([dr, mg])).max()))
+    lim = top * 1.05 or 1.0
+    ax.plot([0, lim], [0, lim], color="#888", lw=0.8, ls="--")
+    ax.axhline(0, color="#444", lw=0.8)
+    ax.axvspan(-lim, 0, color="#eee")
+    ax.set_xlabel("DynamicRange (short - baseline)", fontsize=8)
+    ax.set_ylabel("MemoryGain (revisit - baseline)", fontsize=8)
+    ax.set_title(metric, fontsize=9)
+    ax.legend(fontsize=7)
+    return figure_png(fig)
+
+
+def steps(runs: list[dict]) -> int:
+    return 1 + len(_metrics(runs))
+
+
+def sections(runs: list[dict], advance: Callable[[int], object]) -> tuple[str, list[str], list[str]]:
+    families, metrics = _families(runs), _metrics(runs)
+    note = (
+        "NMR = MemoryGain / DynamicRange: how much more the return frames of a video match the first visit than "
+        "frames the same gap apart that are not revisits, relative to how much nearby frames match. 1: as "
+        "consistent as neighbouring frames; 0: no memory. Videos that hardly change (DynamicRange <= epsilon) "
+        "are excluded and counted."
+    )
+    head = ["run", "model", "Overall"] + families + metrics + ["valid videos", "excluded"]
+    rows = []
+    for r in runs:
+        s = r["summary"]
+        cells = [r["name"], str(s.get("model")), fmt(s["overall"])]
+        cells += [fmt(s["families"].get(f, {}).get("nmr")) for f in families]
+        cells += [fmt(s["metrics"].get(m, {}).get("nmr")) for m in metrics]
+        cells += [
+            str(sum(v["valid"] for v in s["metrics"].values())),
+            str(sum(v["excluded"] for v in s["metrics"].values())),
+        ]
+        rows.append(cells)
+    notes = [
+        f"<p class='note'>{html.escape(r['name'])}: Overall n/a: {html.escape(r['summary']['overall_note'])}</p>"
+        for r in runs
+        if r["summary"]["overall"] is None and r["summary"].get("overall_note")
+    ]
+    unavailable = {m: why for r in runs for m, why in r["summary"].get("unavailable", {}).items()}
+    notes += [f"<p class='note'>{html.escape(m)} unavailable: {html.escape(why)}</p>" for m, why in unavailable.items()]
+    board = ["<h2>Leaderboard (NMR)</h2>", table("leaderboard", head, rows), *notes]
+    figures = [
+        "<h2>NMR profile</h2><p class='note'>Per family and trajectory; dashed: NMR = 1.</p>",
+        f'<img alt="NMR profile" src="{data_uri(profile(runs))}">',
+    ]
+    advance(1)
+    figures.append("<h2>MemoryGain vs DynamicRange</h2><p class='note'>One point per video and metric.</p>")
+    for m in metrics:
+        figures.append(f'<img alt="MG vs DR {html.escape(m)}" src="{data_uri(scatter(runs, m))}">')
+        advance(1)
+    return note, board, figures
