@@ -128,6 +128,10 @@ def workers_option(help: str = "Cases in parallel processes.", default: int = 1)
     return click.option("--workers", type=click.IntRange(1), default=default, show_default=True, help=help)
 
 
+def resume_option(help: str):
+    return click.option("--resume", is_flag=True, help=help)
+
+
 def shard_option(help: str = "Only shard K of N (0-based) of the selected cases."):
     return click.option("--shard", default=None, metavar="K/N", callback=_shard, help=help)
 
@@ -261,10 +265,11 @@ def download(
     """
     from pathlib import Path
 
-    from .download import DownloadOptions, plan, resolve_recipes
+    from .download import DownloadOptions, resolve_recipes
     from .download import download as run_download
+    from .download import dry_run as plan_lines
     from .runner import summary
-    from .sources import SourceOptions, cached_clip
+    from .sources import SourceOptions
 
     source = resolve_recipes(recipes, Path(cache))
     if source.spec == "bundled":
@@ -290,11 +295,7 @@ def download(
         progress=not no_progress,
     )
     if dry_run:
-        selected = plan(source, opts)
-        for r in selected:
-            where = "cached" if cached_clip(r, src_opts) else r.source.url
-            click.echo(f"{r.subset}/{r.case_id}: {r.n_frames} frames from {where}")
-        click.echo(f"dry run: {len(selected)} case(s), nothing written")
+        click.echo("\n".join(plan_lines(source, opts)))
         return
     outcomes = run_download(source, opts)
     click.echo(summary(outcomes))
@@ -325,7 +326,7 @@ def download(
 @SUBSET
 @shard_option()
 @workers_option("Cases in parallel processes (one model each).")
-@click.option("--resume", is_flag=True, help="Continue a run: cases without case.json are (re)done.")
+@resume_option("Continue a run: cases without case.json are (re)done.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing run.")
 @NO_PROGRESS
 def infer(
@@ -429,9 +430,7 @@ def infer(
 )
 @workers_option()
 @shard_option("Score every N-th case from the K-th; then --aggregate-only.")
-@click.option(
-    "--resume", is_flag=True, help="Keep per-case scores that are up to date (same protocol, metrics, prediction)."
-)
+@resume_option("Keep per-case scores that are up to date (same protocol, metrics, prediction).")
 @click.option(
     "--allow-partial", is_flag=True, help="Score the predicted cases even if some are missing (stated in every output)."
 )

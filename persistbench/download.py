@@ -9,7 +9,6 @@ over it, one case = fetch the source clip, then reconstruct.
 from __future__ import annotations
 
 import functools
-import hashlib
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -20,7 +19,7 @@ from . import runner
 from .errors import PersistbenchError
 from .files import atomic_path, check_writable, copy_bounded, sha256_file, write_json
 from .index import read_case_records, read_index, recorded_sha256
-from .layout import RECIPES_PROVENANCE, STATE_DIR
+from .layout import RECIPES_PROVENANCE, STATE_DIR, CacheLayout
 from .recipes import MAX_FILE_BYTES, Recipe, load_recipes
 from .reconstruct import clip_frames, reconstruct_case
 from .sources import SourceOptions, cached_clip, fetch, is_youtube, require_js_runtime
@@ -50,7 +49,7 @@ def resolve_recipes(spec: str | None, cache: Path) -> RecipeSource:
     if spec is None:
         return RecipeSource(bundled_recipes(), "bundled")
     if spec.startswith(("http://", "https://")):
-        target = cache / "recipes" / f"{hashlib.sha256(spec.encode()).hexdigest()[:16]}.jsonl"
+        target = CacheLayout(cache).recipes_copy(spec)
         try:
             with urllib.request.urlopen(spec, timeout=60) as r, atomic_path(target) as tmp, open(tmp, "wb") as f:
                 copy_bounded(r, f, MAX_FILE_BYTES, spec)
@@ -80,7 +79,7 @@ def _hf_recipes(spec: str, cache: Path) -> RecipeSource:
                 parts[2],
                 repo_type="dataset",
                 revision=revision or None,
-                cache_dir=cache / "hf",
+                cache_dir=CacheLayout(cache).hub_dir,
             )
         )
     except (HfHubHTTPError, LocalEntryNotFoundError, OSError, ValueError) as e:
@@ -123,6 +122,17 @@ def plan(source: RecipeSource, opts: DownloadOptions) -> list[Recipe]:
     """The recipes this run handles, in the deterministic order."""
     recipes = load_recipes(source.path, source.origin)
     return runner.select(recipes, lambda r: r.subset, opts.subset, opts.limit, opts.shard)
+
+
+def dry_run(source: RecipeSource, opts: DownloadOptions) -> list[str]:
+    """What a run would do, one line per selected case (``<subset>/<case_id>: N frames from <url or cached>``)
+    and a last line with the count; nothing is written."""
+    selected = plan(source, opts)
+    lines = [
+        f"{r.subset}/{r.case_id}: {r.n_frames} frames from {'cached' if cached_clip(r, opts.sources) else r.source.url}"
+        for r in selected
+    ]
+    return [*lines, f"dry run: {len(selected)} case(s), nothing written"]
 
 
 def complete_cases(root: Path) -> dict[tuple[str, str], str]:

@@ -23,11 +23,20 @@ from pathlib import Path, PurePosixPath
 
 from .errors import PersistbenchError
 from .files import read_json, sha256_file, write_json
-from .layout import CASES_JSONL, DB_NAME, PAIR_FILE_RE, PAIR_MEMBER_RE, SHARD_RE, STATE_DIR, DistributionLayout
+from .layout import (
+    CASES_JSONL,
+    DB_NAME,
+    FETCH_JSON,
+    PAIR_FILE_RE,
+    PAIR_MEMBER_RE,
+    SHARD_RE,
+    STATE_DIR,
+    DistributionLayout,
+    fetch_done_path,
+)
 from .names import remove_tree
 
 DEFAULT_REPO = "persistbench/persistbench"
-FETCH_JSON = "fetch.json"
 REMOTE = DistributionLayout(Path())  # the distribution's paths, relative to its root
 _CHUNK = 1 << 20
 
@@ -173,20 +182,15 @@ def fetch(output: str | os.PathLike, source: Source, include: str = "all", progr
                 tmp = target.with_name(f".{target.name}.part")
                 shutil.copyfile(path, tmp)
                 os.replace(tmp, target)
-            write_json(_done_path(output, name), {"name": name, "sha256": want["sha256"]})
+            write_json(fetch_done_path(output, name), {"name": name, "sha256": want["sha256"]})
     pairs = len(index) if include == "all" else len({"/".join(n.removeprefix(samples).split("/")[:3]) for n in names})
     record = {**source.description, "include": include, "files": len(names), "pairs": pairs}
     write_json(output / FETCH_JSON, record)
     return record
 
 
-def _done_path(output: Path, name: str) -> Path:
-    """The record that the distribution file ``name`` was verified and extracted into ``output``."""
-    return output / STATE_DIR / "fetch" / f"{name.replace('/', '__')}.json"
-
-
 def _done(output: Path, name: str, sha256: str) -> bool:
     try:
-        return read_json(_done_path(output, name)).get("sha256") == sha256
+        return read_json(fetch_done_path(output, name)).get("sha256") == sha256
     except PersistbenchError:
         return False

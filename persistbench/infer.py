@@ -25,7 +25,7 @@ from .images import write_image
 from .layout import STATE_DIR, RunLayout
 from .models import BaseModel, ModelInput, ModelOutput, load_model, resolve
 from .names import remove_tree
-from .runs import case_record
+from .runs import RunRecord, case_record
 from .suites import open_suite
 from .suites.base import CaseRef, Request, Suite
 from .video import LOSSLESS_SETTINGS, encode_video
@@ -169,8 +169,7 @@ def infer_case(key: tuple[str, str], opts: InferOptions) -> None:
 
 def _from_equirect(frames, masks, cams, size):
     """Reproject panoramas into the target cameras (RGB bilinear, masks nearest); ``size`` = (h, w)."""
-    pano_size = (frames.shape[2], frames.shape[1])
-    mapper = sphere.PerspectiveMapper(cams["cam_intrinsic"], (size[1], size[0]), pano_size)
+    mapper = sphere.PerspectiveMapper(cams["cam_intrinsic"], size, frames.shape[1:3])
     views, view_masks = [], []
     for t, r in enumerate(cams["cam_poses"][:, :3, :3]):
         maps = mapper.maps(r)
@@ -217,7 +216,7 @@ def _predicted(key: tuple[str, str], run: RunLayout) -> bool:
     return case_record(run, *key) is not None
 
 
-def start_run(opts: InferOptions, resume: bool, overwrite: bool) -> dict:
+def start_run(opts: InferOptions, resume: bool, overwrite: bool) -> RunRecord:
     """Write (or, with ``resume``, check) ``run.json`` before any case; return it."""
     run = RunLayout(opts.output)
     suite = opts.open_suite()
@@ -225,23 +224,23 @@ def start_run(opts: InferOptions, resume: bool, overwrite: bool) -> dict:
     # num_frames and resolution are class attributes; a cmd: model takes them from its config,
     # so it is built here (cheaply). Real models load in the workers only.
     model = load_model(opts.model, opts.device, opts.config) if isinstance(factory, functools.partial) else factory
-    info = {
-        "model": opts.model,
-        "config": opts.config or {},
-        "device": opts.device,
-        "oracle": bool(getattr(model, "uses_ground_truth", False)),
-        "protocol": protocol_of(model, opts.model, suite),
-        "dataset": {"root": str(suite.root.resolve()), "fingerprint": suite.fingerprint()},
-        "toolkit_version": __version__,
-        "model_class": f"{type(model).__module__}.{type(model).__qualname__}"
+    info = RunRecord(
+        model=opts.model,
+        config=opts.config or {},
+        device=opts.device,
+        oracle=bool(getattr(model, "uses_ground_truth", False)),
+        protocol=protocol_of(model, opts.model, suite),
+        dataset={"root": str(suite.root.resolve()), "fingerprint": suite.fingerprint()},
+        toolkit_version=__version__,
+        model_class=f"{type(model).__module__}.{type(model).__qualname__}"
         if isinstance(factory, functools.partial)
         else f"{factory.__module__}.{factory.__qualname__}",
-    }
+    )
     with file_lock(run.state_dir / "run.lock"):  # two infers into one output: one decides, then the other
         return _claim_run(run, info, resume, overwrite)
 
 
-def _claim_run(run: RunLayout, info: dict, resume: bool, overwrite: bool) -> dict:
+def _claim_run(run: RunLayout, info: RunRecord, resume: bool, overwrite: bool) -> RunRecord:
     if run.run_json.exists():
         if overwrite:
             for entry in run.root.iterdir():  # everything of the old run goes but .state/, which holds the lock
@@ -252,22 +251,20 @@ def _claim_run(run: RunLayout, info: dict, resume: bool, overwrite: bool) -> dic
                 else:
                     entry.unlink()
         elif resume:
-            old = read_json(run.run_json)
-            for key in ("model", "config", "protocol"):
-                if old.get(key) != info[key]:
-                    raise PersistbenchError(
-                        f"{run.run_json}: --resume with a different {key} ({old.get(key)!r} there); use --overwrite or another --output"
-                    )
-            if old.get("dataset", {}).get("fingerprint") != info["dataset"]["fingerprint"]:
-                raise PersistbenchError(
-                    f"{run.run_json}: --resume against a different dataset (fingerprint differs); use --overwrite or another --output"
-                )
+            data = read_json(run.run_json)
+            if not isinstance(data, dict):
+                raise PersistbenchError(f"{run.run_json}: must hold a JSON object")
+            old = RunRecord.from_json(data)
+            why = info.differs(old)
+            if why:
+                raise PersistbenchError(f"{run.run_json}: --resume with {why}; use --overwrite or another --output")
             return old
         else:
             raise PersistbenchError(
                 f"{run.root}: a run is already there; pass --resume to continue it or --overwrite to replace it"
             )
-    write_json(run.run_json, {**info, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+    info.started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    write_json(run.run_json, info.to_json())
     return info
 
 

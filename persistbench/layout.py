@@ -38,6 +38,8 @@ CAMERA_NAME = "camera_params.npy"
 VISIBILITY_NAME = "visibility_dict.npy"
 THETA_PHI_NAME = "theta_phi_values.npy"
 FRAME_FORMATS = ("png", "jpg")
+COVERAGE_NAME = "estimate_input_coverage.json"  # the public format's per-pair file (kept when packing)
+FETCH_JSON = "fetch.json"  # what fetch took: repository, revision, commit, files
 PREDICTION_VIDEO = "gen.mp4"  # R2M-Bench's name for a generated video, <root>/<T>/<id>/gen.mp4
 
 # Public `data` table columns first (DESIGN section 4), then ours.
@@ -229,3 +231,63 @@ def pair_dir(subset: str, case_id: str) -> str:
     check_name(subset, "subset")
     check_name(case_id, "case id")
     return f"{subset}/{case_id}/{check_name(CaseId.parse(case_id).obj_id, f'{case_id}: object id')}"
+
+
+def fetch_done_path(root: str | os.PathLike, name: str) -> Path:
+    """The record that the distribution file ``name`` was verified and extracted into ``root``."""
+    return child(root, STATE_DIR, "fetch", f"{name.replace('/', '__')}.json")
+
+
+# ---------------------------------------------------------------- synthetic scenes and the source cache
+
+
+@dataclass(frozen=True)
+class SynthLayout:
+    """What ``persistbench synth`` writes::
+
+    recipes.jsonl                 the recipes (source URLs relative to this folder, or under a base URL)
+    synth.json                    the configuration
+    sources/<source_id>.mp4       the H.264 source clips
+    truth/<case_id>.json          the analytic ground truth
+    """
+
+    root: Path
+
+    @property
+    def recipes_jsonl(self) -> Path:
+        return self.root / "recipes.jsonl"
+
+    @property
+    def synth_json(self) -> Path:
+        return self.root / "synth.json"
+
+    def source_clip(self, source_id: str) -> Path:
+        return child(self.root, "sources", f"{source_id}.mp4")
+
+    def truth_json(self, case_id: str) -> Path:
+        return child(self.root, "truth", f"{case_id}.json")
+
+
+@dataclass(frozen=True)
+class CacheLayout:
+    """The download cache (``--cache``)::
+
+    <source_id>/<t0>-<t1>_h<height>.<ext>   a time range of a source (``full_h<height>`` unranged), and .json
+    recipes/<sha256[:16]>.jsonl             recipes fetched from an http(s) URL
+    hf/                                     huggingface_hub's cache for hf:// recipes
+    """
+
+    root: Path
+
+    def clip_stem(self, source_id: str, span: str, height: int) -> Path:
+        """A cache entry without its suffix; ``span`` is ``<t0>-<t1>`` (3 decimals) or ``full``."""
+        return child(self.root, source_id, f"{span}_h{height}")
+
+    def recipes_copy(self, url: str) -> Path:
+        import hashlib
+
+        return child(self.root, "recipes", f"{hashlib.sha256(url.encode()).hexdigest()[:16]}.jsonl")
+
+    @property
+    def hub_dir(self) -> Path:
+        return self.root / "hf"

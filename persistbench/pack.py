@@ -31,6 +31,7 @@ from .files import UMASK, sha256_file, write_json, write_text
 from .index import read_case_records
 from .layout import (
     CAMERA_NAME,
+    COVERAGE_NAME,
     MASKS_DIR,
     THETA_PHI_NAME,
     VIDEO_NAME,
@@ -43,7 +44,6 @@ from .layout import (
 from .runner import die_with_parent
 from .video import H264_SETTINGS, encode_video, ffmpeg_exe
 
-COVERAGE_NAME = "estimate_input_coverage.json"
 # Full-resolution chroma: 4:2:0 costs textured frames up to 5 dB of PSNR (worst frame of the sample:
 # 32.9 dB against 38.4 dB at about the same size). Decoders: ffmpeg, OpenCV, PyAV; not all browsers.
 PACK_H264 = {**H264_SETTINGS, "pix_fmt": "yuv444p"}

@@ -75,7 +75,7 @@ def sift_ratios(a: SiftFrame, b: SiftFrame, ratio: float = 0.75, ransac_px: floa
     Matches pass Lowe's ratio test (nearest / second nearest distance < ``ratio``); match ratio =
     matches / min(keypoints of a, keypoints of b); inlier ratio = inliers of a RANSAC fundamental
     matrix (``ransac_px`` pixels, ``confidence``) / matches. Both are 0 below 8 matches (no
-    fundamental matrix can be fitted).
+    fundamental matrix can be fitted); the inlier ratio is 0 when RANSAC finds no matrix.
     """
     import cv2
 
@@ -87,6 +87,8 @@ def sift_ratios(a: SiftFrame, b: SiftFrame, ratio: float = 0.75, ransac_px: floa
         return 0.0, 0.0
     pa = a.points[[m.queryIdx for m in good]]
     pb = b.points[[m.trainIdx for m in good]]
-    _, inliers = cv2.findFundamentalMat(pa, pb, cv2.FM_RANSAC, ransac_px, confidence)
-    n_in = int(inliers.sum()) if inliers is not None else 0
+    f, inliers = cv2.findFundamentalMat(pa, pb, cv2.FM_RANSAC, ransac_px, confidence)
+    # No model (degenerate points, e.g. SIFT's duplicated keypoints): no inliers. OpenCV then leaves
+    # the mask uninitialised, so it must not be read.
+    n_in = int(np.count_nonzero(inliers)) if f is not None and inliers is not None else 0
     return len(good) / min(len(a.points), len(b.points)), n_in / len(good)

@@ -29,7 +29,7 @@ VERSION = 1
 # Calibrated with scripts/calibrate_fingerprint.py (docs/recipes.md, "Fingerprints"): at 64x32, re-encodes
 # of a clip (CRF 23-36, half and double size, VP9/WebM, 4:4:4) lie at most 1.2 levels from it and other
 # clips of the same generator at least 14.2; the tolerance sits between with a wide margin on both sides.
-FINGERPRINT_SIZE = (64, 32)  # (width, height) of a thumbnail
+FINGERPRINT_SIZE = (32, 64)  # (height, width) of a thumbnail; recipes record it as [w, h]
 FINGERPRINT_TOLERANCE = 6.0  # largest mean absolute thumbnail difference, 8-bit levels
 
 # Bounds on every size a recipe declares (docs/recipes.md, "Limits"): a recipe is untrusted input,
@@ -164,10 +164,10 @@ def decode_mask(rle: dict) -> np.ndarray:
 
 
 def thumbnail(frame: np.ndarray, size: tuple[int, int] = FINGERPRINT_SIZE) -> np.ndarray:
-    """Area-downscaled RGB uint8 thumbnail ``(size[1], size[0], 3)`` of a frame."""
+    """Area-downscaled RGB uint8 thumbnail ``(*size, 3)`` of a frame; ``size`` = (h, w)."""
     import cv2
 
-    return cv2.resize(frame, size, interpolation=cv2.INTER_AREA)
+    return cv2.resize(frame, (size[1], size[0]), interpolation=cv2.INTER_AREA)
 
 
 def make_fingerprint(
@@ -181,13 +181,14 @@ def make_fingerprint(
         frames: frame index (in the recipe's sampling) -> RGB uint8 frame.
         tolerance: largest mean absolute thumbnail difference (8-bit levels)
             still taken as the same source.
-        thumb_size: (width, height) of the thumbnails.
+        thumb_size: (height, width) of the thumbnails (recorded as ``size: [w, h]``).
     """
     from .images import encode_image
 
     idx = sorted(frames)
     thumbs = [base64.b64encode(encode_image(thumbnail(frames[i], thumb_size), "png")).decode("ascii") for i in idx]
-    return {"frames": idx, "size": list(thumb_size), "thumbnails": thumbs, "tolerance": float(tolerance)}
+    size = [thumb_size[1], thumb_size[0]]
+    return {"frames": idx, "size": size, "thumbnails": thumbs, "tolerance": float(tolerance)}
 
 
 def fingerprint_distance(fingerprint: dict, frames: dict[int, np.ndarray]) -> float:
@@ -198,7 +199,7 @@ def fingerprint_distance(fingerprint: dict, frames: dict[int, np.ndarray]) -> fl
     import cv2
 
     worst = 0.0
-    size = tuple(fingerprint["size"])
+    size = (fingerprint["size"][1], fingerprint["size"][0])  # the recipe's [w, h]
     for i, b64 in zip(fingerprint["frames"], fingerprint["thumbnails"]):
         if i not in frames:
             continue

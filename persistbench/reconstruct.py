@@ -132,8 +132,8 @@ def _check_fingerprint(recipe: Recipe, t: int, pano: np.ndarray) -> None:
 
 
 def _reconstruct(recipe: Recipe, frames: Iterable[np.ndarray], root: Path, frame_format: str, accept: bool):
-    size = (recipe.width, recipe.height)
-    k = sphere.intrinsics_from_fov(np.deg2rad(recipe.hfov_deg), *size)
+    size = (recipe.height, recipe.width)
+    k = sphere.intrinsics_from_fov(np.deg2rad(recipe.hfov_deg), recipe.width, recipe.height)
     rots = {v: view_rotations(recipe, v) for v in VIEWS}
     directory = case_dir(root, recipe.subset, recipe.case_id)
     remove_tree(root, directory)  # leftovers of an interrupted run
@@ -148,7 +148,7 @@ def _reconstruct(recipe: Recipe, frames: Iterable[np.ndarray], root: Path, frame
 
     def render(view: str, t: int, pano: np.ndarray, mask_t: np.ndarray) -> bool:
         r = rots[view][t]
-        pano_size, mask_size = (pano.shape[1], pano.shape[0]), mask_t.shape
+        pano_size, mask_size = pano.shape[:2], mask_t.shape[::-1]  # the mask is transposed: (W, H)
         maps = {}
         for sz in {pano_size, mask_size}:
             if (view, sz) not in mappers:
@@ -182,7 +182,7 @@ def _reconstruct(recipe: Recipe, frames: Iterable[np.ndarray], root: Path, frame
             for view in VIEWS:
                 pending.append((t, view, pools[view].submit(render, view, t, pano, mask_t)))
             vis0[t] = sphere.visibility_of_pixels(
-                *mask_pixels(recipe.masks[t]), mask_t.shape, rots["view_0"][t], k, size
+                *mask_pixels(recipe.masks[t]), mask_t.shape[::-1], rots["view_0"][t], k, size
             )
             count += 1
             collect(len(VIEWS) * IN_FLIGHT)
@@ -229,8 +229,8 @@ def _reconstruct(recipe: Recipe, frames: Iterable[np.ndarray], root: Path, frame
         "object_dir": rel,
         "subset": recipe.subset,
         "n_frames": n,
-        "width": size[0],
-        "height": size[1],
+        "width": recipe.width,
+        "height": recipe.height,
         "source_id": recipe.source.id,
         "toolkit_version": __version__,
         "recipe_sha256": recipe.sha256,
@@ -239,7 +239,7 @@ def _reconstruct(recipe: Recipe, frames: Iterable[np.ndarray], root: Path, frame
         "uid": recipe.case_id,
         "subset": recipe.subset,
         "n_frames": n,
-        "size": list(size),
+        "size": [recipe.width, recipe.height],  # cases.jsonl's form: [w, h]
         "fov": recipe.hfov_deg,
         "frame_format": frame_format,
         "recipe_sha256": recipe.sha256,

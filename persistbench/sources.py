@@ -24,6 +24,7 @@ from pathlib import Path
 
 from .errors import PersistbenchError
 from .files import file_lock, write_json
+from .layout import CacheLayout
 from .names import child, remove_tree
 from .recipes import Recipe
 from .video import decode_with_pts, ffmpeg_exe, probe
@@ -113,7 +114,7 @@ def cache_stem(recipe: Recipe, opts: SourceOptions) -> Path:
     """Cache entry path without suffix: ``<cache>/<source id>/<t0>-<t1>_h<height>`` (``full_h...`` unranged)."""
     t0, t1 = needed_range(recipe, opts.pad)
     span = f"{t0:.3f}-{t1:.3f}" if ranged(recipe.source.url) else "full"
-    return child(opts.cache, recipe.source.id, f"{span}_h{recipe.source.height}")
+    return CacheLayout(opts.cache).clip_stem(recipe.source.id, span, recipe.source.height)
 
 
 def cached_clip(recipe: Recipe, opts: SourceOptions) -> Path | None:

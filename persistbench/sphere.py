@@ -174,8 +174,8 @@ class PerspectiveMapper:
 
     Args:
         k: ``(3, 3)`` intrinsics of the perspective view.
-        size: ``(width, height)`` of the perspective view in pixels.
-        pano_size: ``(pano_w, pano_h)`` of the equirectangular source.
+        size: ``(height, width)`` of the perspective view in pixels.
+        pano_size: ``(pano_h, pano_w)`` of the equirectangular source.
     """
 
     band_rows = 32
@@ -185,15 +185,15 @@ class PerspectiveMapper:
     coarse_tolerance = 0.01
 
     def __init__(self, k: np.ndarray, size: tuple[int, int], pano_size: tuple[int, int], coarse: bool = True):
-        self.width, self.height = (int(s) for s in size)
-        self.pano_w, self.pano_h = (int(s) for s in pano_size)
+        self.height, self.width = (int(s) for s in size)
+        self.pano_h, self.pano_w = (int(s) for s in pano_size)
         k = np.asarray(k, np.float64)
         self._coarse = None
         if coarse and self.width % 2 == 0 and self.height % 2 == 0 and min(self.width, self.height) >= 64:
             # Node j of the coarse grid sits at full-resolution coordinate 2j - 1 (one node
             # beyond each border), so every pixel centre lies inside a coarse cell.
             kc = np.array([[k[0, 0] / 2, 0, (k[0, 2] + 2) / 2], [0, k[1, 1] / 2, (k[1, 2] + 2) / 2], [0, 0, 1]])
-            self._coarse = PerspectiveMapper(kc, (self.width // 2 + 2, self.height // 2 + 2), pano_size, coarse=False)
+            self._coarse = PerspectiveMapper(kc, (self.height // 2 + 2, self.width // 2 + 2), pano_size, coarse=False)
             # View pixels per equirect pixel where view pixels are smallest in angle (the
             # corners): a pixel at radius r from the principal point spans 1 / (f (1 + r^2/f^2)).
             corner2 = max((u - k[0, 2]) ** 2 + (v - k[1, 2]) ** 2 for u in (0, self.width) for v in (0, self.height))
@@ -348,7 +348,7 @@ def equirect_to_perspective_maps(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Remap maps ``(map_x, map_y)`` ``(h, w)`` float32 for rotation ``r``, intrinsics ``k``.
 
-    ``size`` and ``pano_size`` are ``(width, height)``. The per-camera rays are
+    ``size`` and ``pano_size`` are ``(height, width)``. The per-camera rays are
     cached, so calling this once per frame only pays for the rotation.
     """
     key = tuple(float(v) for v in np.asarray(k, np.float64).ravel())
@@ -382,8 +382,7 @@ def remap_nearest(mask: np.ndarray, maps: tuple[np.ndarray, np.ndarray], transpo
 
 def equirect_to_perspective(pano: np.ndarray, r: np.ndarray, k: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     """Render the perspective view ``(h, w[, C])`` of ``pano`` for rotation ``r`` (bilinear)."""
-    pano_size = (pano.shape[1], pano.shape[0])
-    return remap_bilinear(pano, equirect_to_perspective_maps(r, k, size, pano_size))
+    return remap_bilinear(pano, equirect_to_perspective_maps(r, k, size, pano.shape[:2]))
 
 
 @lru_cache(maxsize=8)
@@ -428,7 +427,7 @@ def perspective_to_equirect(
     Args:
         image: ``(h, w[, C])`` perspective frame.
         r: ``(3, 3)`` camera-to-world rotation; ``k``: ``(3, 3)`` intrinsics.
-        pano_size: ``(pano_w, pano_h)`` of the canvas.
+        pano_size: ``(pano_h, pano_w)`` of the canvas.
         nearest: nearest-neighbour sampling (masks) instead of bilinear.
     Returns:
         ``(canvas, covered)``: canvas ``(pano_h, pano_w[, C])`` of ``image``'s
@@ -436,7 +435,7 @@ def perspective_to_equirect(
     """
     import cv2
 
-    pano_w, pano_h = pano_size
+    pano_h, pano_w = pano_size
     h, w = image.shape[:2]
     cx, cy, cz = _camera_coords(r, pano_w, pano_h)
     k = np.asarray(k, np.float64)
@@ -463,7 +462,7 @@ def visibility_fraction(
         mask: ``(pano_h, pano_w)`` equirectangular object mask (nonzero = object),
             or with ``transposed`` its ``(pano_w, pano_h)`` transpose.
         r: ``(3, 3)`` camera-to-world rotation; ``k``: ``(3, 3)`` intrinsics.
-        size: ``(width, height)`` of the view.
+        size: ``(height, width)`` of the view.
     Returns:
         See :func:`visibility_of_pixels`.
     """
@@ -474,7 +473,7 @@ def visibility_fraction(
     a, b = points[:, 0], points[:, 1]
     rows, cols = (a, b) if transposed else (b, a)
     pano_h, pano_w = mask.shape[::-1] if transposed else mask.shape
-    return visibility_of_pixels(rows, cols, (pano_w, pano_h), r, k, size)
+    return visibility_of_pixels(rows, cols, (pano_h, pano_w), r, k, size)
 
 
 def visibility_of_pixels(
@@ -483,8 +482,8 @@ def visibility_of_pixels(
     """Visibility fraction of the object made of equirectangular pixels ``(rows, cols)``.
 
     Args:
-        rows, cols: ``(N,)`` pixel indices of the object in a ``pano_size`` = ``(pano_w, pano_h)`` panorama.
-        r: ``(3, 3)`` camera-to-world rotation; ``k``: ``(3, 3)`` intrinsics; ``size``: ``(width, height)``.
+        rows, cols: ``(N,)`` pixel indices of the object in a ``pano_size`` = ``(pano_h, pano_w)`` panorama.
+        r: ``(3, 3)`` camera-to-world rotation; ``k``: ``(3, 3)`` intrinsics; ``size``: ``(height, width)``.
     Returns:
         Sum of ``cos(lat)`` over the pixels whose centre direction projects
         inside the image with ``z > 0``, divided by the sum over all of them;
@@ -492,11 +491,11 @@ def visibility_of_pixels(
     """
     if len(rows) == 0:
         return 0.0
-    pano_w, pano_h = pano_size
+    pano_h, pano_w = pano_size
     weight = _pano_trig(pano_w, pano_h)[3][rows]
     cx, cy, cz = _camera_coords(r, pano_w, pano_h, rows, cols)
     k = np.asarray(k, np.float64)
-    w, h = size
+    h, w = size
     front = cz > 0
     z = np.where(front, cz, 1.0)
     u = cx / z * k[0, 0] + k[0, 2]

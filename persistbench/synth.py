@@ -28,6 +28,7 @@ import numpy as np
 
 from . import sphere
 from .files import dump_json, write_json, write_text
+from .layout import SynthLayout
 from .recipes import VERSION, encode_mask, make_fingerprint, recipe_line
 from .video import encode_video, read_frames
 
@@ -130,7 +131,7 @@ def analytic_visibility(
     """Fraction of a spherical cap's solid angle inside a view, by quadrature on the cap.
 
     Midpoint rule in polar coordinates about the cap centre (``n`` radii x
-    ``2n`` angles, weight ``sin rho``); independent of any rasterisation.
+    ``2n`` angles, weight ``sin rho``); independent of any rasterisation. ``size`` is the view's (h, w).
     """
     rho = (np.arange(n) + 0.5) / n * radius
     psi = (np.arange(2 * n) + 0.5) / (2 * n) * 2 * np.pi
@@ -141,7 +142,7 @@ def analytic_visibility(
     )
     r = np.asarray(r)
     cam = np.stack([_dot(d, r[:, i]) for i in range(3)], -1)  # R^T d
-    w, h = size
+    h, w = size
     z = np.where(cam[..., 2] > 0, cam[..., 2], 1.0)
     u = cam[..., 0] / z * k[0, 0] + k[0, 2]
     v = cam[..., 1] / z * k[1, 1] + k[1, 2]
@@ -162,16 +163,17 @@ def _dot(d: np.ndarray, v) -> np.ndarray:
 
 
 def _pano_directions(pano_size: tuple[int, int]) -> np.ndarray:
-    w, h = pano_size
+    """Unit directions ``(h, w, 3)`` float32 of the pixel centres of a ``pano_size`` = (h, w) panorama."""
+    h, w = pano_size
     lon, lat = sphere.lonlat_from_equirect_xy(np.arange(w)[None, :], np.arange(h)[:, None], w, h)
     return sphere.direction_from_lonlat(lon, lat).astype(np.float32)
 
 
 def render_background(pano_size: tuple[int, int], rng: np.random.Generator) -> np.ndarray:
-    """Sky, ground, a 30-degree grid, soft noise and coloured landmark discs; ``(H, W, 3)`` uint8."""
+    """Sky, ground, a 30-degree grid, soft noise and coloured landmark discs; ``(H, W, 3)`` uint8 for ``pano_size`` = (H, W)."""
     import cv2
 
-    w, h = pano_size
+    h, w = pano_size
     lon, lat = sphere.lonlat_from_equirect_xy(np.arange(w)[None, :], np.arange(h)[:, None], w, h)
     lon, lat = np.broadcast_arrays(lon, lat)
     s = np.sin(lat)[..., None]
@@ -255,20 +257,22 @@ def generate(out: str | os.PathLike, cfg: SynthConfig, base_url: str | None = No
     from tqdm import tqdm
 
     out = Path(out)
-    dirs = _pano_directions(cfg.pano_size)
+    paths = SynthLayout(out)
+    pano_hw, view_hw = cfg.pano_size[::-1], cfg.view_size[::-1]  # the configuration's sizes are (w, h)
+    dirs = _pano_directions(pano_hw)
     k = sphere.intrinsics_from_fov(np.deg2rad(cfg.hfov_deg), *cfg.view_size)
     lines = []
     for i in tqdm(range(cfg.scenes), desc="synth", unit="scene", disable=not progress):
         scene, rng, direction = make_scene(cfg, i)
-        background = render_background(cfg.pano_size, rng)
+        background = render_background(pano_hw, rng)
         masks: list[dict] = []
-        clip = out / "sources" / f"{scene.source_id}.mp4"
+        clip = paths.source_clip(scene.source_id)
         encoding = encode_video(clip, _frames(background, dirs, scene, cfg.n_frames, masks), cfg.fps)
         fp_idx = sorted({0, cfg.n_frames // 2, cfg.n_frames - 1})
         decoded = {t: f.copy() for t, f in enumerate(read_frames(clip)) if t in fp_idx}
         views = camera_schedules(scene.centers, cfg, direction)
         rot = sphere.rotation_from_ypr(np.deg2rad(views["view_0"]["yaw_deg"]), np.deg2rad(views["view_0"]["pitch_deg"]))
-        visibility = [analytic_visibility(c, scene.radius, r, k, cfg.view_size) for c, r in zip(scene.centers, rot)]
+        visibility = [analytic_visibility(c, scene.radius, r, k, view_hw) for c, r in zip(scene.centers, rot)]
         url = f"{base_url.rstrip('/')}/{clip.name}" if base_url else f"sources/{clip.name}"
         hold = round(cfg.window_ratio * cfg.n_frames)
         recipe = {
@@ -298,7 +302,7 @@ def generate(out: str | os.PathLike, cfg: SynthConfig, base_url: str | None = No
         lines.append(recipe_line(recipe))
         lon, lat = sphere.lonlat_from_direction(scene.centers)
         write_json(
-            out / "truth" / f"{scene.case_id}.json",
+            paths.truth_json(scene.case_id),
             {
                 "case_id": scene.case_id,
                 "subset": scene.subset,
@@ -309,10 +313,9 @@ def generate(out: str | os.PathLike, cfg: SynthConfig, base_url: str | None = No
                 "encoding": encoding,
             },
         )
-    write_text(out / "synth.json", dump_json({"config": asdict(cfg), "base_url": base_url}))
-    recipes = out / "recipes.jsonl"
-    write_text(recipes, "".join(line + "\n" for line in lines))
-    return recipes
+    write_text(paths.synth_json, dump_json({"config": asdict(cfg), "base_url": base_url}))
+    write_text(paths.recipes_jsonl, "".join(line + "\n" for line in lines))
+    return paths.recipes_jsonl
 
 
 def build_config(cls: type, config_file: str | None, given: dict) -> object:

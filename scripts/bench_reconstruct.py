@@ -26,8 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-PANO = (3840, 1920)
-VIEW = (1024, 768)
+PANO = (3840, 1920)  # (w, h) as ffmpeg and OpenCV take them; sphere takes (h, w): PANO[::-1]
+VIEW = (1024, 768)  # (w, h)
 
 
 def cpu_children() -> float:
@@ -62,11 +62,11 @@ def stage_costs(recipe, clip: Path, fmt: str, tmp: Path) -> dict[str, float]:
     for t, pano in enumerate(frames):
         mask_t = decode_mask_columns(recipe.masks[t])
         for view, r in rots.items():
-            maps = sphere.equirect_to_perspective_maps(r[t], k, VIEW, PANO)
+            maps = sphere.equirect_to_perspective_maps(r[t], k, VIEW[::-1], PANO[::-1])
             out.append(
                 (view, t, sphere.remap_bilinear(pano, maps), sphere.remap_nearest(mask_t, maps, transposed=True))
             )
-        sphere.visibility_of_pixels(*mask_pixels(recipe.masks[t]), PANO, rots["view_0"][t], k, VIEW)
+        sphere.visibility_of_pixels(*mask_pixels(recipe.masks[t]), PANO[::-1], rots["view_0"][t], k, VIEW[::-1])
     reproject = (cpu_self() - s0) / n
 
     writer = CaseWriter(tmp / "stage", "dynamic", recipe.case_id, fmt)

@@ -31,8 +31,8 @@ import numpy as np
 from persistbench import sphere
 from persistbench.video import ffmpeg_exe
 
-PANO = (3840, 1920)
-VIEW = (1024, 768)
+PANO = (3840, 1920)  # (w, h) as ffmpeg and OpenCV take them; sphere takes (h, w): PANO[::-1]
+VIEW = (1024, 768)  # (w, h)
 HFOV = 90.0
 
 
@@ -112,7 +112,7 @@ def bench_ffmpeg(pano: np.ndarray, poses: np.ndarray) -> float:
 def max_map_error(poses: np.ndarray) -> float:
     """Largest distance on the sphere, in equirect pixels, between our maps and float64 geometry."""
     k = sphere.intrinsics_from_fov(np.deg2rad(HFOV), *VIEW)
-    mapper = sphere.PerspectiveMapper(k, VIEW, PANO)
+    mapper = sphere.PerspectiveMapper(k, VIEW[::-1], PANO[::-1])
     u, v = np.meshgrid(np.arange(VIEW[0]) + 0.5, np.arange(VIEW[1]) + 0.5)
     cam = np.stack([(u - k[0, 2]) / k[0, 0], (v - k[1, 2]) / k[1, 1], np.ones_like(u)], -1)
     worst = 0.0
@@ -135,12 +135,12 @@ def main() -> None:
     pano = make_pano()
     poses = make_poses(args.frames)
     k = sphere.intrinsics_from_fov(np.deg2rad(HFOV), *VIEW)
-    mapper = sphere.PerspectiveMapper(k, VIEW, PANO)
+    mapper = sphere.PerspectiveMapper(k, VIEW[::-1], PANO[::-1])
     mapper.cached_poses = 0  # the main rows must not benefit from repeated poses (there are none anyway)
     vfov = np.rad2deg(2 * np.arctan(np.tan(np.deg2rad(HFOV) / 2) * VIEW[1] / VIEW[0]))
     pan = poses.copy()
     pan[:, 1:] = pan[0, 1:]  # a pan: yaw changes, pitch and roll stay (maps shifted, not recomputed)
-    pan_mapper = sphere.PerspectiveMapper(k, VIEW, PANO)
+    pan_mapper = sphere.PerspectiveMapper(k, VIEW[::-1], PANO[::-1])
     maps = [mapper.maps(sphere.rotation_from_ypr(*p)) for p in poses]
 
     def e2p(p):

@@ -63,7 +63,7 @@ def main() -> None:
         for recipes, sources in sets:
             for r in load_recipes(recipes):
                 clips.append((r, sources / f"{r.source.id}.mp4"))
-        configs = [((32, 16), "mean"), ((64, 32), "mean")]
+        configs = [((16, 32), "mean"), ((32, 64), "mean")]  # thumbnail (h, w)
         same: dict[tuple, list[float]] = {c: [] for c in configs}
         different: dict[tuple, list[float]] = {c: [] for c in configs}
         worst_same: dict[tuple, tuple[float, str]] = {c: (0.0, "") for c in configs}
@@ -93,7 +93,7 @@ def main() -> None:
         for config in configs:
             s, d = np.array(same[config]), np.array(different[config])
             print(
-                f"{config[0][0]}x{config[0][1]:<7d} {np.median(s):12.2f} / {s.max():5.2f}     {d.min():12.2f} / "
+                f"{config[0][1]}x{config[0][0]:<7d} {np.median(s):12.2f} / {s.max():5.2f}     {d.min():12.2f} / "
                 f"{np.median(d):6.2f}   {d.min() - s.max():6.2f}   (worst re-encode: {worst_same[config][1]})"
             )
 

@@ -89,3 +89,21 @@ def test_allow_download_checks_the_hash_and_leaves_nothing_behind(tmp_path, monk
             metrics.Lpips(allow_download=True)
         assert [path for path, _ in server.requests if path.endswith(metrics.ALEXNET_FILE)]
     assert not list((tmp_path / "home").rglob("*.pth*"))
+
+
+def test_r2m_pair_lpips_is_the_package_call_on_each_pairs_frames(scorer):
+    """R2M-Bench's ``frame_lpips``: full uint8 frames of one video, in bounded batches of pairs."""
+    from persistbench.registry import METRICS, PairVideo
+
+    rng = np.random.default_rng(4)
+    frames = {i: rng.integers(0, 256, (48, 64, 3), dtype=np.uint8) for i in range(20)}
+    pairs = [(i, (3 * i + 1) % 20) for i in range(20)]  # 20 pairs: two batches
+    got = METRICS["frame_lpips"].function(PairVideo(frames, scorer), pairs, {})
+    to = lambda x: torch.from_numpy(x.astype(np.float32) / 255.0).permute(0, 3, 1, 2) * 2 - 1  # noqa: E731
+    reference = lpips.LPIPS(net="alex", version="0.1", pretrained=True, pnet_rand=True, verbose=False)
+    reference.load_state_dict(scorer.model.state_dict())
+    with torch.no_grad():
+        a = np.stack([frames[i] for i, _ in pairs])
+        b = np.stack([frames[j] for _, j in pairs])
+        want = reference(to(a), to(b)).reshape(-1).double().numpy()
+    np.testing.assert_allclose(got, want, atol=1e-6)

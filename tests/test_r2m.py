@@ -245,12 +245,12 @@ def test_relative_scores_by_hand():
         }
 
     results = [rec("A", 1.0, 2.0), rec("A", 3.0, 2.0), rec("A", 5.0, 0.0), rec("B", 1.0, 4.0)]
-    s = scoring.summarise(results, ("A", "B", "C"), 1e-8, allow_partial=False)
+    s = scoring.summarise(results, ("A", "B", "C"), 1e-8, allow_partial=False).to_json()
     assert s["trajectories"]["A"]["frame_psnr"]["nmr"] == pytest.approx(2.0 / (2.0 + 1e-8))
     assert s["trajectories"]["A"]["frame_psnr"]["excluded"] == 1
     assert s["metrics"]["frame_psnr"]["nmr"] == pytest.approx((1.0 + 0.25) / 2, rel=1e-6)
     assert s["overall"] is None and "C" in s["overall_note"]  # a trajectory is missing
-    partial = scoring.summarise(results, ("A", "B", "C"), 1e-8, allow_partial=True)
+    partial = scoring.summarise(results, ("A", "B", "C"), 1e-8, allow_partial=True).to_json()
     assert partial["overall"] == pytest.approx(0.625, rel=1e-6)
 
 
@@ -312,9 +312,13 @@ def test_cli_scores_an_upstream_tree_with_the_suite_detected(tree, tmp_path):
     assert "| appearance | frame_psnr |" in result.output and "Overall NMR" in result.output
     bad = CliRunner().invoke(main, ["score", "--pred", str(run), "--dataset", str(tree), "--metrics", "psnr"])
     assert bad.exit_code == 2 and "unknown metrics ['psnr'] for protocol r2m-v1" in bad.output
-    declared = _score(run, tree, metrics=("frame_psnr", "scene_identity"), allow_partial=True)
+    declared = _score(run, tree, metrics=("frame_psnr", "frame_lpips", "scene_identity"), allow_partial=True)
     assert "model-based backend" in declared["unavailable"]["scene_identity"]
     assert declared["families"]["scene_identity"]["nmr"] is None
+    # no AlexNet weights here: LPIPS is reported unavailable with the fix, never as a number
+    assert "alexnet-owt-7be5be79.pth" in declared["unavailable"]["frame_lpips"]
+    assert declared["lpips_unavailable"] == declared["unavailable"]["frame_lpips"]
+    assert "frame_lpips" not in declared["metrics"] and declared["families"]["appearance"]["nmr"] is not None
 
 
 # ---------------------------------------------------------------- synth, fetch and verify from the command line
@@ -359,3 +363,19 @@ def test_fetch_refuses_bad_image_folders(tmp_path):
         main, ["fetch", "--suite", "r2m", "--from", str(tmp_path / "src"), "--output", str(tmp_path / "o")]
     )
     assert result.exit_code == 1 and "notes.txt: not an image name" in result.output
+
+
+def test_sift_inlier_ratio_is_zero_without_a_model_and_never_reads_garbage():
+    """Degenerate matches (SIFT duplicates a keypoint at several orientations): OpenCV returns no fundamental
+    matrix and leaves its mask uninitialised; the ratio is 0, the same on every call."""
+    rng = np.random.default_rng(5)
+    base = rng.random((5, 2)).astype(np.float32) * 100
+    pts_a = np.repeat(base, 2, axis=0)[:9]  # 9 points, 4 of them twice
+    pts_b = pts_a + np.float32(13.0)
+    desc = rng.random((9, 128)).astype(np.float32) * 255
+    a = pair_metrics.SiftFrame(pts_a, desc)
+    b = pair_metrics.SiftFrame(pts_b, desc + 0.5)
+    results = {pair_metrics.sift_ratios(a, b) for _ in range(20)}
+    assert len(results) == 1
+    match, inlier = results.pop()
+    assert (match, inlier) == (1.0, 0.0)

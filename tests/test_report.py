@@ -86,20 +86,19 @@ def test_demo_runs_the_whole_chain(demo_dir):
     assert inv["reproject"] > inv["hold"]
     assert {s["subsets"]["all"]["cases"] for s in summaries.values()} == {4}
     assert {"dynamic", "static"} <= set(summaries["hold"]["subsets"])
-    # The printed table: one row per model, the oracle perfect.
-    rows = {
-        line.split()[0]: line.split()[1:]
-        for line in output.splitlines()
-        if line.split()[:1] in (["hold"], ["reproject"], ["oracle"])
-    }
+    # The printed tables: PersistBench's, one row per model, the oracle perfect; then R2M-Bench's.
+    persistbench_table, r2m_table = output.split("R2M-Bench NMR")
+
+    def table_rows(text: str, models: tuple[str, ...]) -> dict[str, list[str]]:
+        return {
+            line.split()[0]: line.split()[1:] for line in text.splitlines() if line.split()[:1] in [[m] for m in models]
+        }
+
+    rows = table_rows(persistbench_table, ("hold", "reproject", "oracle"))
     assert rows["oracle"][:2] == ["100.0000", "100.0000"] and float(rows["reproject"][1]) > float(rows["hold"][1])
     assert f"done: open {out / 'report.html'} and {out / 'r2m' / 'report.html'}" in output
     # R2M-Bench: the pose-rendered reference remembers, the warp remembers rotations, hold is excluded.
-    r2m = {
-        line.split()[0]: line.split()[1:]
-        for line in output.splitlines()
-        if line.split()[:1] in (["pose-rendered"], ["warp"], ["hold"])
-    }
+    r2m = table_rows(r2m_table, ("pose-rendered", "warp", "hold"))
     assert float(r2m["pose-rendered"][1]) > 0.8 and float(r2m["warp"][1]) > 0.5 and r2m["hold"][0] == "n/a"
     # The loopback server is gone: its port refuses connections.
     url = json.loads((out / "sources" / "recipes.jsonl").read_text().splitlines()[0])["source"]["url"]
@@ -166,6 +165,12 @@ def test_report_loads_in_headless_chromium(demo_dir, tmp_path):
         assert first_col() == ["oracle", "reproject", "hold"]
         assert page.locator("#provenance tbody tr").count() == 3
         page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
+        page.goto((out / "r2m" / "report.html").as_uri())  # R2M-Bench: NMR leaderboard, profile, scatters
+        page.wait_for_load_state("load")
+        images = page.evaluate("Array.from(document.images).map(i => [i.alt, i.complete && i.naturalWidth > 0])")
+        assert len(images) >= 5 and all(ok for _, ok in images), images
+        assert {alt for alt, _ in images} >= {"NMR profile", "MG vs DR frame_psnr"}
+        assert first_col() == ["pose-rendered", "warp", "hold"]
         browser.close()
     assert not errors and not failed, (errors, failed)
     assert (tmp_path / "report.png").stat().st_size > 10_000

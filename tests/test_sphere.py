@@ -10,14 +10,14 @@ from hypothesis import strategies as st
 from persistbench import sphere
 from persistbench.synth import analytic_visibility, object_mask
 
-PANO = (2048, 1024)
-VIEW = (400, 300)
-K = sphere.intrinsics_from_fov(np.deg2rad(90.0), *VIEW)
+PANO = (1024, 2048)  # (h, w), as every size
+VIEW = (300, 400)
+K = sphere.intrinsics_from_fov(np.deg2rad(90.0), VIEW[1], VIEW[0])
 
 
 def direction_pano(pano_size):
-    """Float32 panorama whose pixels hold their own unit direction (DESIGN section 3 formula)."""
-    w, h = pano_size
+    """Float32 panorama whose pixels hold their own unit direction (DESIGN section 3 formula); ``pano_size`` = (h, w)."""
+    h, w = pano_size
     lon = ((np.arange(w) + 0.5) / w - 0.5) * 2 * np.pi
     lat = (0.5 - (np.arange(h) + 0.5) / h) * np.pi
     lon, lat = np.meshgrid(lon, lat)
@@ -26,16 +26,16 @@ def direction_pano(pano_size):
 
 
 def analytic_rays(r, k, size):
-    """World direction of every pixel centre of a camera, float64 ``(h, w, 3)``."""
-    w, h = size
+    """World direction of every pixel centre of a camera, float64 ``(h, w, 3)``; ``size`` = (h, w)."""
+    h, w = size
     u, v = np.meshgrid(np.arange(w) + 0.5, np.arange(h) + 0.5)
     cam = np.stack([(u - k[0, 2]) / k[0, 0], (v - k[1, 2]) / k[1, 1], np.ones_like(u)], -1)
     return cam @ r.T
 
 
 def pixel_error(directions, r, k, size):
-    """Distance in pixels between where ``directions`` project and each pixel's centre."""
-    w, h = size
+    """Distance in pixels between where ``directions`` project and each pixel's centre; ``size`` = (h, w)."""
+    h, w = size
     cam = directions.astype(np.float64) @ r  # R^T d
     u = cam[..., 0] / cam[..., 2] * k[0, 0] + k[0, 2]
     v = cam[..., 1] / cam[..., 2] * k[1, 1] + k[1, 2]
@@ -124,7 +124,7 @@ def test_reprojection_lands_within_a_hundredth_of_a_pixel(ypr):
     rays = analytic_rays(r, K, VIEW)
     _, lat = sphere.lonlat_from_direction(rays)
     # Beyond the outermost row centres the panorama holds no data (latitude clamps).
-    covered = np.abs(lat) <= (0.5 - 0.5 / PANO[1]) * np.pi
+    covered = np.abs(lat) <= (0.5 - 0.5 / PANO[0]) * np.pi
     assert covered.mean() > 0.9
     err = pixel_error(out, r, K, VIEW)[covered]
     assert err.max() < 0.01, f"max error {err.max():.4f} px"
@@ -143,8 +143,8 @@ def test_pan_reuses_maps_and_stays_exact():
 
 def test_half_resolution_maps_stay_within_a_hundredth_of_a_pixel():
     """Large views away from the poles get upsampled half-resolution maps: still within 0.01 px."""
-    pano_size, view = (3840, 1920), (1024, 768)
-    k = sphere.intrinsics_from_fov(np.deg2rad(90), *view)
+    pano_size, view = (1920, 3840), (768, 1024)
+    k = sphere.intrinsics_from_fov(np.deg2rad(90), view[1], view[0])
     pano = direction_pano(pano_size)
     mapper = sphere.PerspectiveMapper(k, view, pano_size)
     rng = np.random.default_rng(4)
@@ -175,7 +175,7 @@ def test_uint8_path_matches_float_path():
     rng = np.random.default_rng(1)
     import cv2
 
-    pano = cv2.GaussianBlur(rng.integers(0, 256, (PANO[1], PANO[0], 3), dtype=np.uint8), (0, 0), 2)
+    pano = cv2.GaussianBlur(rng.integers(0, 256, (*PANO, 3), dtype=np.uint8), (0, 0), 2)
     r = sphere.rotation_from_ypr(2.9, 0.4, 0.1)
     a = sphere.equirect_to_perspective(pano, r, K, VIEW).astype(np.float64)
     b = sphere.equirect_to_perspective(pano.astype(np.float32), r, K, VIEW)
@@ -184,11 +184,11 @@ def test_uint8_path_matches_float_path():
 
 def test_mask_remap_is_nearest_neighbour():
     rng = np.random.default_rng(2)
-    mask = (rng.random((PANO[1], PANO[0])) > 0.5).astype(np.uint8)
+    mask = (rng.random(PANO) > 0.5).astype(np.uint8)
     r = sphere.rotation_from_ypr(-1.0, 0.3, 0.0)
     maps = sphere.equirect_to_perspective_maps(r, K, VIEW, PANO)
     out = sphere.remap_nearest(mask, maps)
-    x = np.floor(maps[0] + 0.5).astype(int) % PANO[0]
+    x = np.floor(maps[0] + 0.5).astype(int) % PANO[1]
     y = np.floor(maps[1] + 0.5).astype(int)
     exact_tie = (np.abs(maps[0] % 1 - 0.5) < 1e-3) | (np.abs(maps[1] % 1 - 0.5) < 1e-3)
     assert (out == mask[y, x])[~exact_tie].all()
@@ -197,7 +197,7 @@ def test_mask_remap_is_nearest_neighbour():
 def test_transposed_mask_paths_agree():
     """COCO's column-major (W, H) layout gives the same reprojection and visibility."""
     rng = np.random.default_rng(3)
-    mask = (rng.random((PANO[1], PANO[0])) > 0.7).astype(np.uint8)
+    mask = (rng.random(PANO) > 0.7).astype(np.uint8)
     for ypr in [(np.pi, 0.0, 0.0), (-1.0, 1.4, 0.3), (2.0, -1.5, 0.0)]:
         r = sphere.rotation_from_ypr(*ypr)
         maps = sphere.equirect_to_perspective_maps(r, K, VIEW, PANO)
@@ -223,8 +223,8 @@ def test_agrees_with_py360convert(ypr):
     averages about 0.38 px and peaks near 0.75 px in the corners.
     """
     py360convert = pytest.importorskip("py360convert")
-    pano = direction_pano((1024, 512))
-    w, h = VIEW
+    pano = direction_pano((512, 1024))
+    h, w = VIEW
     hfov = 90.0
     vfov = np.rad2deg(2 * np.arctan(np.tan(np.deg2rad(hfov) / 2) * h / w))
     r = sphere.rotation_from_ypr(*ypr)
@@ -241,16 +241,16 @@ def test_agrees_with_py360convert(ypr):
 
 
 def test_perspective_to_equirect_inverts_equirect_to_perspective():
-    pano = direction_pano((1024, 512))
+    pano = direction_pano((512, 1024))
     r = sphere.rotation_from_ypr(1.2, -0.3, 0.2)
     view = sphere.equirect_to_perspective(pano, r, K, VIEW)
-    back, covered = sphere.perspective_to_equirect(view, r, K, (1024, 512))
+    back, covered = sphere.perspective_to_equirect(view, r, K, (512, 1024))
     assert 0.05 < covered.mean() < 0.5
     # Covered pixels project inside the image, in front of the camera.
     cam = pano[covered].astype(np.float64) @ r
     assert (cam[:, 2] > 0).all()
     u = cam[:, 0] / cam[:, 2] * K[0, 0] + K[0, 2]
-    assert (u >= -1e-6).all() and (u <= VIEW[0] + 1e-6).all()
+    assert (u >= -1e-6).all() and (u <= VIEW[1] + 1e-6).all()
     # Inside the footprint the round trip returns the panorama (two bilinear samplings).
     import cv2
 
@@ -265,7 +265,7 @@ def test_perspective_to_equirect_inverts_equirect_to_perspective():
 
 
 def cap_mask(center, radius, pano_size=PANO):
-    w, h = pano_size
+    h, w = pano_size
     lon, lat = sphere.lonlat_from_equirect_xy(np.arange(w)[None, :], np.arange(h)[:, None], w, h)
     dirs = sphere.direction_from_lonlat(*np.broadcast_arrays(lon, lat))
     return object_mask(dirs.astype(np.float32), center, radius)

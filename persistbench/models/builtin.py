@@ -14,8 +14,8 @@ def _uint8(frames: np.ndarray) -> np.ndarray:
 
 
 def _size(k: np.ndarray) -> tuple[int, int]:
-    """``(width, height)`` of a camera whose principal point is the image centre."""
-    return int(round(2 * k[0, 2])), int(round(2 * k[1, 2]))
+    """``(height, width)`` of a camera whose principal point is the image centre."""
+    return int(round(2 * k[1, 2])), int(round(2 * k[0, 2]))
 
 
 class HoldModel(BaseModel):
@@ -47,7 +47,7 @@ class WarpModel(BaseModel):
         r0 = np.asarray(sample.input_cameras["cam_poses"], np.float64)[0, :3, :3]
         kt = np.asarray(sample.target_cameras["cam_intrinsic"], np.float64)
         poses = np.asarray(sample.target_cameras["cam_poses"], np.float64)
-        w, h = _size(kt)
+        h, w = _size(kt)
         u, v = np.meshgrid(np.arange(w) + 0.5, np.arange(h) + 0.5)
         rays = np.linalg.inv(kt) @ np.stack([u.ravel(), v.ravel(), np.ones(u.size)])
         out = []
@@ -87,7 +87,7 @@ class ReprojectModel(BaseModel):
         r_in = np.asarray(sample.input_cameras["cam_poses"], np.float64)[:, :3, :3]
         r_out = np.asarray(sample.target_cameras["cam_poses"], np.float64)[:, :3, :3]
         h = self.pano_height or int(round(np.pi * k_in[0, 0]))
-        pano_size = (2 * h, h)
+        pano_size = (h, 2 * h)
         canvas = np.zeros((h, 2 * h, 3), np.uint8)
         seen = np.zeros((h, 2 * h), np.uint8)
         frames = _uint8(sample.input_frames)

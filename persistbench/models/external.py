@@ -2,7 +2,7 @@
 
 For each case the toolkit writes, into a fresh input directory::
 
-    request.json          {uid, num_frames, resolution: [h, w], n_frames}
+    request.json          {uid, num_frames, resolution: [h, w], n_frames, n_targets, prompt}
     frames/frame_0000.png the input (view_0) frames, RGB
     input_cameras.json    {cam_poses: T x 4 x 4 camera-to-world, cam_intrinsic: 3 x 3}
     target_cameras.json   the same for the center view to render
@@ -30,7 +30,7 @@ from ..images import image_size, list_images, read_image, write_image
 from ..layout import frame_name
 from .base import BaseModel, ModelInput, ModelOutput
 
-MAX_PANORAMA = (16384, 8192)  # (w, h): the largest frame an external program may return
+MAX_PANORAMA = (8192, 16384)  # (h, w): the largest frame an external program may return
 
 
 def _camera_json(cameras: dict) -> dict:
@@ -84,6 +84,8 @@ class CommandModel(BaseModel):
                     "num_frames": self.num_frames,
                     "resolution": list(self.resolution),
                     "n_frames": len(frames),
+                    "n_targets": len(sample.target_cameras["cam_poses"]),
+                    "prompt": sample.prompt,
                 },
             )
             args = [a.replace("{input}", str(inp)).replace("{output}", str(out)) for a in shlex.split(self.command)]
@@ -143,7 +145,7 @@ def _read_output(out: Path, sample: ModelInput, program: str) -> ModelOutput:
         )
     for p in paths + mask_paths:
         ph, pw = image_size(p)
-        if projection == "perspective" and (ph, pw) != (h, w) or pw > MAX_PANORAMA[0] or ph > MAX_PANORAMA[1]:
+        if projection == "perspective" and (ph, pw) != (h, w) or ph > MAX_PANORAMA[0] or pw > MAX_PANORAMA[1]:
             raise PersistbenchError(f"{p}: {pw}x{ph}, expected {w}x{h}")
     result = np.stack([read_image(p) for p in paths])
     masks = np.stack([read_image(p, gray=True) > 0 for p in mask_paths]) if mask_paths else None

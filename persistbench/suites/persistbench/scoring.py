@@ -224,27 +224,50 @@ def merge(new: dict, old: dict) -> dict:
     return new
 
 
-def aggregate(results: list[dict]) -> dict:
+@dataclass
+class MetricMean:
+    mean: float | None  # the mean of the case means that are not None
+    cases: int  # how many cases had one
+
+
+@dataclass
+class SubsetSummary:
+    visible: dict[str, MetricMean]
+    invisible: dict[str, MetricMean]
+    gap: dict[str, float | None]  # visible - invisible
+    cases: int
+
+
+@dataclass
+class FrameSummary:
+    """``summary.json``'s body: per subset and over ``all`` cases (equal weight per case)."""
+
+    subsets: dict[str, SubsetSummary]
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def aggregate(results: list[dict]) -> FrameSummary:
     """Per subset and over all cases: for each split and metric, the mean of the case means and the valid-case count; and the gap."""
     out = {}
     for subset in sorted({r["subset"] for r in results}) + ["all"]:
         rs = [r for r in results if subset in ("all", r["subset"])]
         names = sorted({m for r in rs for m in r["metrics"]})
-        block = {}
-        for split in SPLITS:
-            block[split] = {}
+        split = {}
+        for name in SPLITS:
+            split[name] = {}
             for m in names:
-                vals = [r["means"][split].get(m) for r in rs if r["means"][split].get(m) is not None]
-                block[split][m] = {"mean": float(np.mean(vals)) if vals else None, "cases": len(vals)}
-        block["gap"] = {
-            m: (block["visible"][m]["mean"] - block["invisible"][m]["mean"])
-            if block["visible"][m]["mean"] is not None and block["invisible"][m]["mean"] is not None
+                vals = [r["means"][name].get(m) for r in rs if r["means"][name].get(m) is not None]
+                split[name][m] = MetricMean(float(np.mean(vals)) if vals else None, len(vals))
+        gap = {
+            m: split["visible"][m].mean - split["invisible"][m].mean
+            if split["visible"][m].mean is not None and split["invisible"][m].mean is not None
             else None
             for m in names
         }
-        block["cases"] = len(rs)
-        out[subset] = block
-    return out
+        out[subset] = SubsetSummary(split["visible"], split["invisible"], gap, len(rs))
+    return FrameSummary(out)
 
 
 def _fmt(v: float | None) -> str:

@@ -139,7 +139,7 @@ class PersistBench(Suite):
         return scoring.merge(new, old)
 
     def summarise(self, results: list[dict], protocol: Protocol, ctx: ScoreContext) -> tuple[dict, dict]:
-        return {"mask_source": sorted({r["mask_source"] for r in results})}, {"subsets": scoring.aggregate(results)}
+        return {"mask_source": sorted({r["mask_source"] for r in results})}, scoring.aggregate(results).to_json()
 
     def tables(self, summary: dict):
         return scoring.tables(summary)

@@ -8,7 +8,8 @@ A dataset root is a checkout of R2M-Bench's repository plus its images::
     generated_imgs/<id>.png                   what the metadata names (upstream asks for a symlink)
 
 Predictions: ``<run>/<T>/<id>.mp4`` or ``<run>/<T>/<id>/gen.mp4`` (upstream; ours adds
-``<run>/<T>/<id>/case.json``). Pair files: ``<scores>/pairs/<T>.json``.
+``<run>/<T>/<id>/case.json``). Pair files: ``<scores>/pairs/<T>.json``. Synthetic trees add
+``videos/<kind>/<T>/<id>.mp4`` and ``synth.json``.
 """
 
 from __future__ import annotations
@@ -43,3 +44,12 @@ def video_paths(run: Path, trajectory: str, case_id: str) -> tuple[Path, Path]:
 
 def pairs_path(directory: Path, trajectory: str) -> Path:
     return child(directory, f"{trajectory}.json")
+
+
+def synth_video(root: Path, kind: str, trajectory: str, case_id: str) -> Path:
+    """A synthetic video of known outcome (``persistbench synth --suite r2m``), in upstream's first layout."""
+    return child(root, "videos", kind, trajectory, f"{case_id}.mp4")
+
+
+def synth_json(root: Path) -> Path:
+    return root / "synth.json"

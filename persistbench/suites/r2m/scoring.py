@@ -163,11 +163,29 @@ def merge(new: dict, old: dict) -> dict:
     return new
 
 
+@dataclass
+class R2MSummary:
+    """``summary.json``'s body: NMR per trajectory and metric, per metric, per family, and Overall, with counts."""
+
+    trajectories: dict[str, dict[str, dict]]  # T -> metric -> {nmr, memory_gain, dynamic_range, valid, excluded}
+    metrics: dict[str, dict]  # metric -> {nmr, trajectories, valid, excluded}
+    families: dict[str, dict]  # family -> {nmr, metrics, available}
+    overall: float | None
+    overall_note: str | None  # why Overall is missing or partial
+    unavailable: dict[str, str]  # metric -> reason
+    videos: int
+    short_videos: int  # shorter than their trajectory
+    dropped_pairs: dict[str, int]  # per kind
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
 def _mean(values: list[float]) -> float | None:
     return float(np.mean(values)) if values else None
 
 
-def summarise(results: list[dict], trajectories: tuple[str, ...], epsilon: float, allow_partial: bool) -> dict:
+def summarise(results: list[dict], trajectories: tuple[str, ...], epsilon: float, allow_partial: bool) -> R2MSummary:
     """NMR per trajectory and metric, per metric, per family, and Overall; counts everywhere."""
     requested = order({m for r in results for m in r["requested"]})
     unavailable = {m: why for r in results for m, why in r.get("unavailable", {}).items()}
@@ -221,17 +239,17 @@ def summarise(results: list[dict], trajectories: tuple[str, ...], epsilon: float
             else None
         )
     dropped = {k: sum(r["dropped"][k] for r in results) for k in KINDS}
-    return {
-        "trajectories": per_t,
-        "metrics": per_metric,
-        "families": per_family,
-        "overall": overall,
-        "overall_note": note,
-        "unavailable": unavailable,
-        "videos": len(results),
-        "short_videos": sum(r["video_frames"] < r["poses"] for r in results),
-        "dropped_pairs": dropped,
-    }
+    return R2MSummary(
+        trajectories=per_t,
+        metrics=per_metric,
+        families=per_family,
+        overall=overall,
+        overall_note=note,
+        unavailable=unavailable,
+        videos=len(results),
+        short_videos=sum(r["video_frames"] < r["poses"] for r in results),
+        dropped_pairs=dropped,
+    )
 
 
 def _fmt(v: float | None) -> str:

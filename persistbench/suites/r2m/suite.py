@@ -270,7 +270,7 @@ class R2MBench(Suite):
     def summarise(self, results: list[dict], protocol: Protocol, ctx: ScoreContext) -> tuple[dict, dict]:
         allow = bool(ctx.options.get("allow_partial"))
         body = scoring.summarise(results, self.checkout.trajectories, protocol.config["epsilon"], allow)
-        return {}, body
+        return {}, body.to_json()
 
     def tables(self, summary: dict):
         return scoring.tables(summary)

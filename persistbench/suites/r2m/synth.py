@@ -59,7 +59,7 @@ class R2MSynthConfig:
     blur_px: float = 5.0  # of the panorama: a smooth scene, whose frames differ in proportion to the view change
     drift_deg: float = 0.6  # per frame, of the time-driven video (never returns: 288 degrees over 481 frames)
     depth_m: float = 4.0  # distance of the parallax plane
-    pano_size: tuple[int, int] = (1024, 512)  # (w, h), sphere's order
+    pano_size: tuple[int, int] = (512, 1024)  # (h, w) of the scene's panorama
     seed: int = 5
 
 
@@ -104,7 +104,7 @@ class Scene:
         pano = render_background(cfg.pano_size, np.random.default_rng([cfg.seed, index]))
         self.pano = cv2.GaussianBlur(pano, (0, 0), cfg.blur_px)
         self.k = intrinsics(cfg, cfg.size)
-        self.mapper = sphere.PerspectiveMapper(self.k, (cfg.size[1], cfg.size[0]), cfg.pano_size)
+        self.mapper = sphere.PerspectiveMapper(self.k, cfg.size, self.pano.shape[:2])
 
     def render(self, pose: np.ndarray) -> np.ndarray:
         """``(h, w, 3)`` uint8: the panorama in the pose's direction, shifted and scaled by its translation
@@ -169,7 +169,7 @@ def make(out: str | Path, cfg: R2MSynthConfig = R2MSynthConfig()) -> Path:
                 "short": pose_frames[: int(0.6 * cfg.n_poses)],
             }
             for kind, frames in videos.items():
-                encode_video(out / "videos" / kind / template / f"{case_id}.mp4", frames, fps, LOSSLESS_SETTINGS)
+                encode_video(layout.synth_video(out, kind, template, case_id), frames, fps, LOSSLESS_SETTINGS)
     config = {**asdict(cfg), "kinds": list(KINDS), "templates": list(TEMPLATES)}
-    write_text(out / "synth.json", dump_json(config))
+    write_text(layout.synth_json(out), dump_json(config))
     return out
