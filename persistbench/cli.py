@@ -408,8 +408,8 @@ def infer(
 @click.option(
     "--pairs",
     default=None,
-    type=click.Path(exists=True),
-    help="R2M-Bench: upstream's pair files (a pairs/ folder or one <T>.json) instead of sampling them.",
+    type=click.Path(exists=True, file_okay=False),
+    help="R2M-Bench: a folder of upstream's pair files (<T>.json for each trajectory) instead of sampling them.",
 )
 @click.option(
     "--eval-size",

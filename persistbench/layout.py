@@ -235,7 +235,7 @@ def pair_dir(subset: str, case_id: str) -> str:
 
 def fetch_done_path(root: str | os.PathLike, name: str) -> Path:
     """The record that the distribution file ``name`` was verified and extracted into ``root``."""
-    return child(root, STATE_DIR, "fetch", f"{name.replace('/', '__')}.json")
+    return child(Path(root) / STATE_DIR, "fetch", f"{name.replace('/', '__')}.json")
 
 
 # ---------------------------------------------------------------- synthetic scenes and the source cache

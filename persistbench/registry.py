@@ -144,6 +144,19 @@ def _sift_inlier(v: PairVideo, pairs, p: dict) -> list[float]:
 
 
 _BACKEND = "needs a model-based backend (DINOv2 / SAM / a VLM), not part of this release"
+_MODEL_BASED = (
+    ("scene_identity", "scene_identity"),
+    ("object_consistency", "object"),
+    ("persistent_state", "persistent_state"),
+)
+
+
+def _declared(name: str, family: str) -> MetricSpec:
+    """A pair metric that is declared (its family is reported) but not computable here."""
+    return MetricSpec(
+        name, family, True, (0.0, 1.0), "pair", None, None, frozenset({"pair", "weights"}), unavailable=_BACKEND
+    )
+
 
 METRICS: dict[str, MetricSpec] = {
     s.name: s
@@ -194,39 +207,7 @@ METRICS: dict[str, MetricSpec] = {
         MetricSpec(
             "sift_inlier_ratio", "geometric", True, (0.0, 1.0), "pair", _sift_inlier, "sift", frozenset({"pair"})
         ),
-        MetricSpec(
-            "scene_identity",
-            "scene_identity",
-            True,
-            (-1.0, 1.0),
-            "pair",
-            None,
-            None,
-            frozenset({"pair", "weights"}),
-            unavailable=_BACKEND,
-        ),
-        MetricSpec(
-            "object_consistency",
-            "object",
-            True,
-            (0.0, 1.0),
-            "pair",
-            None,
-            None,
-            frozenset({"pair", "weights"}),
-            unavailable=_BACKEND,
-        ),
-        MetricSpec(
-            "persistent_state",
-            "persistent_state",
-            True,
-            (0.0, 1.0),
-            "pair",
-            None,
-            None,
-            frozenset({"pair", "weights"}),
-            unavailable=_BACKEND,
-        ),
+        *(_declared(name, family) for name, family in _MODEL_BASED),
     )
 }
 

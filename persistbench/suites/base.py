@@ -17,7 +17,7 @@ import functools
 import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import ClassVar
 
@@ -68,6 +68,24 @@ class Prediction:
         for f in self.files:
             h.update(f.name.encode() + b"\0" + bytes.fromhex(sha256_file(f)))
         return h.hexdigest()
+
+
+@dataclass
+class CaseScores:
+    """What every suite's per-case scores record holds (suites subclass it with their values); JSON: :meth:`to_json`."""
+
+    lpips_unavailable: str | None  # why LPIPS was not computed, or None
+    protocol: str
+    protocol_sha256: str
+    requested: list[str]  # the metrics asked for, in registry order
+    prediction_sha256: str  # identity of what was scored (for --resume and merging)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict):
+        return cls(**{f.name: data.get(f.name) for f in fields(cls)})
 
 
 @dataclass
@@ -196,12 +214,20 @@ class Suite(ABC):
         """Whether a ``summary.json`` was written by this suite's scoring."""
 
     @classmethod
-    @abstractmethod
-    def report_steps(cls, runs: list[dict]) -> int:
-        """How many slow steps :meth:`report_sections` reports through ``advance`` (the progress bar's total)."""
+    def _report(cls):
+        """The suite's ``report`` module (``suites/<name>/report.py``), imported when a report is made."""
+        import importlib
+
+        return importlib.import_module(f"{cls.__module__.rpartition('.')[0]}.report")
 
     @classmethod
-    @abstractmethod
+    def report_steps(cls, runs: list[dict]) -> int:
+        """How many slow steps :meth:`report_sections` reports through ``advance`` (the progress bar's total)."""
+        return cls._report().steps(runs)
+
+    @classmethod
     def report_sections(cls, runs: list[dict], advance: Callable[[int], object]) -> tuple[str, list[str], list[str]]:
         """``(a note on what the numbers mean, leaderboard HTML parts, figure HTML parts)`` for scored runs
-        (each ``{"name", "path", "summary", "results", "info", "layout"}``)."""
+        (each ``{"name", "path", "summary", "results", "info", "layout"}``): the report module's ``steps``
+        and ``sections``."""
+        return cls._report().sections(runs, advance)

@@ -12,7 +12,7 @@ recomputed from the per-case files only.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +25,7 @@ from ...protocol import Protocol, metric_list, number, one_of, section, size_hw
 from ...registry import METRICS, FrameBatch, order
 from ...sampling import RGB_RESIZE, crop_resize, sampled_frames, sampled_masks
 from ...segment import TemplateTracker
+from ..base import CaseScores
 from .predictions import FramePrediction
 
 SPLITS = ("visible", "invisible")
@@ -64,7 +65,7 @@ SCHEMA = {
 
 
 @dataclass
-class FrameCaseScores:
+class FrameCaseScores(CaseScores):
     """One case's scores (``scores/<protocol>/<subset>/<case_id>.json``); the JSON form is :meth:`to_json`.
 
     ``metrics[m]`` holds one value per scored frame (None for NaN: an empty reference mask, a lost
@@ -82,18 +83,6 @@ class FrameCaseScores:
     counts: dict[str, dict[str, int]]
     mask_source: str
     lost: list[bool]
-    lpips_unavailable: str | None
-    protocol: str
-    protocol_sha256: str
-    requested: list[str]
-    prediction_sha256: str
-
-    def to_json(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict) -> FrameCaseScores:
-        return cls(**{f.name: data.get(f.name) for f in fields(cls)})
 
 
 def frame_sets(visibility: np.ndarray, protocol: Protocol) -> tuple[np.ndarray, np.ndarray]:

@@ -149,15 +149,3 @@ class PersistBench(Suite):
     @classmethod
     def owns_summary(cls, summary: dict) -> bool:
         return "subsets" in summary
-
-    @classmethod
-    def report_steps(cls, runs: list[dict]) -> int:
-        from . import report
-
-        return report.steps(runs)
-
-    @classmethod
-    def report_sections(cls, runs, advance):
-        from . import report
-
-        return report.sections(runs, advance)

@@ -12,13 +12,14 @@ is left out and counted, never averaged in as 0 or -1; identical frames give the
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from ...errors import PersistbenchError
 from ...protocol import Protocol, interval, metric_list, number, one_of, section
 from ...registry import METRICS, PairVideo, families, order
+from ..base import CaseScores
 
 KINDS = ("revisit", "baseline", "short")
 PAIR_METRICS = tuple(m for m, spec in METRICS.items() if spec.kind == "pair")
@@ -59,7 +60,7 @@ SCHEMA = {
 
 
 @dataclass
-class PairCaseScores:
+class PairCaseScores(CaseScores):
     """One video's scores (``scores/<protocol>/<T>/<id>.json``); the JSON form is :meth:`to_json`.
 
     ``values[m][kind]`` holds one value per scored pair of that kind (None where it failed);
@@ -77,18 +78,6 @@ class PairCaseScores:
     values: dict[str, dict[str, list[float | None]]]
     relative: dict[str, dict]
     unavailable: dict[str, str]
-    lpips_unavailable: str | None
-    protocol: str
-    protocol_sha256: str
-    requested: list[str]
-    prediction_sha256: str
-
-    def to_json(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict) -> PairCaseScores:
-        return cls(**{f.name: data.get(f.name) for f in fields(cls)})
 
 
 def _clean(values: list[float]) -> list[float | None]:

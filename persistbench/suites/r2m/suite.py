@@ -280,15 +280,3 @@ class R2MBench(Suite):
     @classmethod
     def owns_summary(cls, summary: dict) -> bool:
         return "trajectories" in summary
-
-    @classmethod
-    def report_steps(cls, runs: list[dict]) -> int:
-        from . import report
-
-        return report.steps(runs)
-
-    @classmethod
-    def report_sections(cls, runs, advance):
-        from . import report
-
-        return report.sections(runs, advance)
