@@ -52,7 +52,8 @@ def reference_pair(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float, f
     from skimage.metrics import peak_signal_noise_ratio, structural_similarity
     from skimage.transform import FundamentalMatrixTransform
 
-    psnr = peak_signal_noise_ratio(a, b, data_range=255)
+    with np.errstate(divide="ignore"):  # identical frames: scikit-image's PSNR is inf (ours is capped)
+        psnr = peak_signal_noise_ratio(a, b, data_range=255)
     ssim = structural_similarity(a, b, channel_axis=2, data_range=255)
     feats = []
     for img in (a, b):

@@ -45,7 +45,7 @@ def stage_costs(recipe, clip: Path, fmt: str, tmp: Path) -> dict[str, float]:
     import cv2
 
     from persistbench import sphere
-    from persistbench.layout import CaseWriter
+    from persistbench.dataset import CaseWriter
     from persistbench.recipes import decode_mask_columns, mask_pixels
     from persistbench.reconstruct import clip_frames, view_rotations
 
