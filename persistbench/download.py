@@ -16,10 +16,10 @@ from importlib import resources
 from pathlib import Path
 
 from . import runner
-from .errors import PersistbenchError
+from .errors import PersistbenchError, UsageError
 from .files import atomic_path, check_writable, copy_bounded, sha256_file, write_json
 from .index import read_case_records, read_index, recorded_sha256
-from .layout import RECIPES_PROVENANCE, STATE_DIR, CacheLayout
+from .layout import RECIPES_PROVENANCE, STATE_DIR, SUBSETS, CacheLayout
 from .recipes import MAX_FILE_BYTES, Recipe, load_recipes
 from .reconstruct import clip_frames, reconstruct_case
 from .sources import SourceOptions, cached_clip, fetch, is_youtube, require_js_runtime
@@ -104,6 +104,10 @@ class DownloadOptions:
     download_only: bool = False
     accept_changed_sources: bool = False
     progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.subset is not None and self.subset not in SUBSETS:
+            raise UsageError(f"--subset {self.subset}: PersistBench's subsets are {', '.join(SUBSETS)}")
 
 
 def _download_case(recipe: Recipe, opts: DownloadOptions) -> None:

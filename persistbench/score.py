@@ -106,7 +106,7 @@ def _up_to_date(suite: Suite, run: RunLayout, protocol: Protocol, wanted, run_in
         return False
     same_note = old.get("lpips_unavailable") == lpips_note
     lpips_wanted = {m for m in wanted if "extra:lpips" in METRICS[m].needs}
-    have = set(old.get("metrics", {})) | (lpips_wanted if same_note and lpips_note else set())
+    have = suite.scored_metrics(old) | (lpips_wanted if same_note and lpips_note else set())
     return set(wanted) <= have and (not lpips_wanted or same_note)
 
 

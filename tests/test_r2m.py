@@ -379,3 +379,47 @@ def test_sift_inlier_ratio_is_zero_without_a_model_and_never_reads_garbage():
     assert len(results) == 1
     match, inlier = results.pop()
     assert (match, inlier) == (1.0, 0.0)
+
+
+def test_resume_keeps_up_to_date_videos_and_redoes_changed_ones(tree, tmp_path, monkeypatch):
+    import persistbench.runner as runner_module
+
+    run = Path(shutil.copytree(tree / "videos" / "pose", tmp_path / "run"))
+    metrics = ("frame_psnr", "scene_identity")
+    first = score(ScoreOptions(pred=run, dataset=tree, metrics=metrics), allow_partial=True, progress=False)
+    seen, real = [], runner_module.run
+    monkeypatch.setattr(runner_module, "run", lambda *a, **k: seen.append(real(*a, **k)) or seen[-1])
+    again = score(
+        ScoreOptions(pred=run, dataset=tree, metrics=metrics), resume=True, allow_partial=True, progress=False
+    )
+    shutil.copy(tree / "videos" / "time" / "DDDAAA" / "0001.mp4", run / "DDDAAA" / "0001.mp4")  # another video
+    score(ScoreOptions(pred=run, dataset=tree, metrics=metrics), resume=True, allow_partial=True, progress=False)
+    assert [o.status for o in seen[0]] == ["skipped"] * 6 and again["metrics"] == first["metrics"]
+    assert sorted((o.key, o.status) for o in seen[1] if o.status != "skipped") == [("DDDAAA.0001", "done")]
+
+
+def test_subsets_are_the_suites(tree, tmp_path):
+    runner = CliRunner()
+    bad = runner.invoke(
+        main, ["infer", "--model", "hold", "--dataset", str(tree), "--subset", "dynamic", "--out", str(tmp_path / "r")]
+    )
+    assert bad.exit_code == 2 and "no such subset; " in bad.output and "DDDAAA, WSLRRLL, revisit_loop" in bad.output
+    assert not (tmp_path / "r").exists()
+    ok = runner.invoke(
+        main,
+        [
+            "infer",
+            "--model",
+            "hold",
+            "--dataset",
+            str(tree),
+            "--subset",
+            "DDDAAA",
+            "--out",
+            str(tmp_path / "r"),
+            "--no-progress",
+        ],
+    )
+    assert ok.exit_code == 0 and sorted(p.name for p in (tmp_path / "r").iterdir() if p.is_dir()) == [".state", "DDDAAA"]
+    download = runner.invoke(main, ["download", "--subset", "DDDAAA", "--out", str(tmp_path / "d")])
+    assert download.exit_code == 2 and "PersistBench's subsets are dynamic, static" in download.output

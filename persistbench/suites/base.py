@@ -174,6 +174,11 @@ class Suite(ABC):
     def score_case(self, case: CaseRef, pred: Prediction, protocol: Protocol, ctx: ScoreContext) -> dict:
         """The per-case scores record (JSON form documented in docs/data-format.md)."""
 
+    def scored_metrics(self, record: dict) -> set[str]:
+        """The metrics a per-case record holds (``--resume`` keeps a record that holds all those asked for)."""
+        values = record.get("metrics")
+        return set(values) if isinstance(values, dict) else set()
+
     @abstractmethod
     def merge(self, new: dict, old: dict) -> dict:
         """``new`` plus the metrics ``old`` (an earlier scoring of the same prediction and protocol) has and it lacks."""

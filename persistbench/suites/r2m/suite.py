@@ -264,6 +264,14 @@ class R2MBench(Suite):
         ids = (case.subset, case.case_id, pred.digest)
         return scoring.score_video(frames, n_video, n_poses, pair_file, protocol, ctx, ids).to_json()
 
+    def scored_metrics(self, record: dict) -> set[str]:
+        """Metrics with values, and the declared ones reported unavailable for a reason other than LPIPS's."""
+        values, unavailable = record.get("values"), record.get("unavailable")
+        done = set(values) if isinstance(values, dict) else set()
+        if isinstance(unavailable, dict):
+            done |= {m for m, why in unavailable.items() if why != record.get("lpips_unavailable")}
+        return done
+
     def merge(self, new: dict, old: dict) -> dict:
         return scoring.merge(new, old)
 
