@@ -2,7 +2,7 @@
 
 Each function yields one problem per line (without the file name, which the
 caller adds) and nothing when the data is sound. The readers in
-:mod:`persistbench.layout` raise the first problem; ``verify`` lists them all.
+:mod:`persistbench.dataset` raise the first problem; ``verify`` lists them all.
 """
 
 from __future__ import annotations

@@ -50,7 +50,7 @@ def _structure(case: Case) -> Iterator[str]:
 
 def require_usable(case: Case) -> Case:
     """Refuse, naming the file, a case whose folders, frame and mask counts or listed files do not match
-    its record; what is in the files is checked as they are read (:mod:`persistbench.layout`)."""
+    its record; what is in the files is checked as they are read (:mod:`persistbench.dataset`)."""
     problem = next(_structure(case), None)
     if problem:
         raise PersistbenchError(problem)
