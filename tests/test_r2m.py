@@ -420,6 +420,9 @@ def test_subsets_are_the_suites(tree, tmp_path):
             "--no-progress",
         ],
     )
-    assert ok.exit_code == 0 and sorted(p.name for p in (tmp_path / "r").iterdir() if p.is_dir()) == [".state", "DDDAAA"]
+    assert ok.exit_code == 0 and sorted(p.name for p in (tmp_path / "r").iterdir() if p.is_dir()) == [
+        ".state",
+        "DDDAAA",
+    ]
     download = runner.invoke(main, ["download", "--subset", "DDDAAA", "--out", str(tmp_path / "d")])
     assert download.exit_code == 2 and "PersistBench's subsets are dynamic, static" in download.output

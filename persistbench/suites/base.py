@@ -40,8 +40,9 @@ class CaseRef:
 class Request:
     """What a model gets for one case and how its answer is written.
 
-    ``model_input`` is the model interface's :class:`~persistbench.models.base.ModelInput` (built by
-    the suite without importing model code: the fields are passed to it by ``infer``).
+    ``fields`` are the keyword arguments of the model interface's
+    :class:`~persistbench.models.base.ModelInput`: the suite builds them without importing model
+    code, and ``infer`` makes the ``ModelInput``.
     """
 
     fields: dict  # ModelInput's keyword arguments
