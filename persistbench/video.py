@@ -37,15 +37,28 @@ _FPS_RE = re.compile(r"([\d.]+)(k?) (?:fps|tbr)")
 _DURATION_RE = re.compile(r"Duration: (\d+):(\d+):([\d.]+)")
 
 
+def _is_url(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is an ffmpeg input URL (``http://...``, ``subfile,,...``: a member of an archive read in place)."""
+    return isinstance(path, str) and (path.startswith("subfile,") or "://" in path)
+
+
+def _input(path: str | os.PathLike) -> list[str]:
+    """ffmpeg's input arguments; a URL may nest ``subfile`` over ``file``/``http(s)`` (ffmpeg allows only
+    ``file`` inside another protocol unless told)."""
+    if _is_url(path):
+        return ["-protocol_whitelist", "subfile,file,http,https,tcp,tls", "-i", str(path)]
+    return ["-i", str(path)]
+
+
 def probe(path: str | os.PathLike) -> dict:
     """``{width, height, fps, duration}`` of a video's first video stream (duration in seconds, 0 if unknown).
 
     Reads the container header only (``ffmpeg -i``), decoding nothing.
     """
-    if not Path(path).is_file():
+    if not _is_url(path) and not Path(path).is_file():
         raise PersistbenchError(f"{path}: no such video file")
     res = subprocess.run(
-        [ffmpeg_exe(), "-nostdin", "-hide_banner", "-i", str(path)], capture_output=True, text=True, errors="replace"
+        [ffmpeg_exe(), "-nostdin", "-hide_banner", *_input(path)], capture_output=True, text=True, errors="replace"
     )
     stream = _STREAM_RE.search(res.stderr)
     if stream is None:
@@ -97,8 +110,7 @@ def decode_with_pts(
     if seek:
         cmd += ["-ss", f"{seek:.6f}"]
     cmd += [
-        "-i",
-        str(path),
+        *_input(path),
         "-map",
         "0:v:0",
         "-vf",

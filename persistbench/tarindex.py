@@ -1,0 +1,301 @@
+"""Reading a tar archive in place: an index of its members from their headers alone, members read by offset.
+
+A corpus shipped as large tars (WROP: 150 archives of 50,000 members) is used without extracting
+it: :func:`build_index` reads only the 512-byte headers (and the extended headers that carry
+long names), jumping over every member's data, and records each member's data offset and size;
+:meth:`TarIndex.read` then reads one member's bytes, and :meth:`ByteSource.ffmpeg_input` names a
+member as a byte range that ffmpeg decodes in place. The bytes come from a :class:`ByteSource`: a
+local file, or an ``http(s)`` URL read through Range requests, so that a few samples of a remote
+tar cost a few requests, never the whole archive.
+
+An archive is untrusted input: every header's checksum is verified; links, devices and FIFOs are
+refused; every member name is checked by the caller's rule (``check(name)`` returns the problem
+or None) before the index exists, so nothing outside the expected layout is ever read. The index
+can be cached as JSON next to the archive, keyed by the archive's size and sha256.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import PersistbenchError
+from .files import write_json
+
+BLOCK = 512
+CHUNK = 256 << 10  # bytes read at a time while indexing: headers of small members share one read
+MAX_EXTENDED = 1 << 20  # a pax or GNU long-name header larger than this is refused
+INDEX_VERSION = 1
+_REGULAR, _DIRECTORY = (b"0", b"\0", b"7"), b"5"
+_PAX, _PAX_GLOBAL, _GNU_LONGNAME = b"x", b"g", b"L"
+_KINDS = {
+    b"1": "a hard link",
+    b"2": "a symbolic link",
+    b"3": "a character device",
+    b"4": "a block device",
+    b"6": "a FIFO",
+}
+
+
+class ByteSource:
+    """Random access to the bytes of one archive (``size`` bytes); ``name`` is how messages call it."""
+
+    name: str
+    size: int
+
+    def read(self, offset: int, n: int) -> bytes:
+        raise NotImplementedError
+
+    def ffmpeg_input(self, offset: int, size: int) -> str:
+        """An ffmpeg input URL for ``size`` bytes at ``offset`` (its ``subfile`` protocol: no copy is made)."""
+        return f"subfile,,start,{offset},end,{offset + size},,:{self.location}"
+
+    @property
+    def location(self) -> str:
+        raise NotImplementedError
+
+
+class LocalFile(ByteSource):
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self.name = str(self.path)
+        try:
+            self.size = self.path.stat().st_size
+        except OSError as e:
+            raise PersistbenchError(f"{self.path}: cannot read ({e.strerror})") from None
+
+    def read(self, offset: int, n: int) -> bytes:
+        with open(self.path, "rb") as f:
+            f.seek(offset)
+            return f.read(n)
+
+    @property
+    def location(self) -> str:
+        return f"file:{self.path.resolve()}"
+
+
+class HttpRange(ByteSource):
+    """An ``http(s)`` URL read through ``Range: bytes=a-b`` requests (the server must honour them)."""
+
+    def __init__(self, url: str, timeout: float = 60.0):
+        self.url, self.name, self.timeout = url, url, timeout
+        req = urllib.request.Request(url, method="HEAD")
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                self.size = int(r.headers["Content-Length"])
+                ranges = r.headers.get("Accept-Ranges", "")
+        except (urllib.error.URLError, OSError, KeyError, ValueError) as e:
+            raise PersistbenchError(f"{url}: cannot read the archive's size: {getattr(e, 'reason', e)}") from None
+        if ranges != "bytes":
+            raise PersistbenchError(f"{url}: the server does not take Range requests; fetch the archive instead")
+
+    def read(self, offset: int, n: int) -> bytes:
+        if n <= 0 or offset >= self.size:
+            return b""
+        end = min(offset + n, self.size) - 1
+        req = urllib.request.Request(self.url, headers={"Range": f"bytes={offset}-{end}"})
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as r:
+                if r.status != 206:
+                    raise PersistbenchError(f"{self.url}: asked for bytes {offset}-{end}, got the whole file")
+                data = r.read(end - offset + 2)
+        except (urllib.error.URLError, OSError) as e:
+            raise PersistbenchError(f"{self.url}: bytes {offset}-{end}: {getattr(e, 'reason', e)}") from None
+        if len(data) != end - offset + 1:
+            raise PersistbenchError(f"{self.url}: bytes {offset}-{end}: got {len(data)} bytes")
+        return data
+
+    @property
+    def location(self) -> str:
+        return self.url
+
+
+@dataclass(frozen=True)
+class Member:
+    """A regular file of the archive: its data's offset and size in bytes."""
+
+    name: str
+    offset: int
+    size: int
+
+
+@dataclass(frozen=True)
+class TarIndex:
+    """The regular files of an archive by name (directories are checked, not kept)."""
+
+    source: ByteSource
+    members: dict[str, Member]
+
+    def read(self, name: str, limit: int | None = None) -> bytes:
+        """The bytes of member ``name``; refused when it is larger than ``limit``."""
+        m = self.member(name)
+        if limit is not None and m.size > limit:
+            raise PersistbenchError(f"{self.source.name}: {name}: {m.size} bytes, more than the {limit} allowed")
+        data = self.source.read(m.offset, m.size)
+        if len(data) != m.size:
+            raise PersistbenchError(f"{self.source.name}: {name}: truncated ({len(data)} of {m.size} bytes)")
+        return data
+
+    def member(self, name: str) -> Member:
+        try:
+            return self.members[name]
+        except KeyError:
+            raise PersistbenchError(f"{self.source.name}: no member {name!r}") from None
+
+    def ffmpeg_input(self, name: str) -> str:
+        """An ffmpeg input URL for member ``name``, read in place."""
+        m = self.member(name)
+        return self.source.ffmpeg_input(m.offset, m.size)
+
+
+def _octal(field: bytes, what: str, where: str) -> int:
+    text = field.rstrip(b"\0 ").lstrip(b" ")
+    if field[:1] in (b"\x80", b"\xff"):  # GNU base-256 for sizes over 8 GiB
+        value = int.from_bytes(field[1:], "big")
+        return -value if field[:1] == b"\xff" else value
+    try:
+        return int(text or b"0", 8)
+    except ValueError:
+        raise PersistbenchError(f"{where}: bad {what} field {field!r}") from None
+
+
+def _checksum_ok(header: bytes) -> bool:
+    stored = header[148:156]
+    total = sum(header[:148]) + 8 * 32 + sum(header[156:])
+    try:
+        return int(stored.rstrip(b"\0 ").lstrip(b" ") or b"-1", 8) == total
+    except ValueError:
+        return False
+
+
+def _pax_path(data: bytes, where: str) -> str | None:
+    """The ``path`` record of a pax extended header, if any."""
+    path, pos = None, 0
+    while pos < len(data):
+        space = data.find(b" ", pos)
+        try:
+            length = int(data[pos:space])
+        except ValueError:
+            raise PersistbenchError(f"{where}: malformed pax header") from None
+        if length <= 0 or space < 0:
+            raise PersistbenchError(f"{where}: malformed pax header")
+        key, _, value = data[space + 1 : pos + length - 1].partition(b"=")
+        if key == b"path":
+            path = value.decode("utf-8", "replace")
+        pos += length
+    return path
+
+
+class _Reader:
+    """Sequential reads through a chunk buffer, so that the headers of small members cost one read."""
+
+    def __init__(self, source: ByteSource):
+        self.source, self.start, self.buf = source, 0, b""
+
+    def read(self, offset: int, n: int) -> bytes:
+        if not (self.start <= offset and offset + n <= self.start + len(self.buf)):
+            self.start, self.buf = offset, self.source.read(offset, max(n, CHUNK))
+        return self.buf[offset - self.start : offset - self.start + n]
+
+
+def build_index(source: ByteSource, check: Callable[[str], str | None]) -> TarIndex:
+    """Index the archive from its headers; every name is checked with ``check`` (the problem, or None).
+
+    Raises:
+        PersistbenchError: naming the archive and the member, on a bad header, a link or device, a
+        name ``check`` refuses, a member twice, or data beyond the end of the archive.
+    """
+    reader, pos, members = _Reader(source), 0, {}
+    long_name: str | None = None
+    while True:
+        header = reader.read(pos, BLOCK)
+        if len(header) < BLOCK:
+            raise PersistbenchError(f"{source.name}: ends inside a header at byte {pos} (truncated?)")
+        if header == b"\0" * BLOCK:
+            break
+        where = f"{source.name}: header at byte {pos}"
+        if not _checksum_ok(header):
+            raise PersistbenchError(f"{where}: checksum mismatch (not a tar, or damaged)")
+        size = _octal(header[124:136], "size", where)
+        kind = header[156:157]
+        data_at = pos + BLOCK
+        next_pos = data_at + (size + BLOCK - 1) // BLOCK * BLOCK
+        if size < 0 or next_pos > source.size:
+            raise PersistbenchError(f"{where}: member data beyond the end of the archive")
+        if kind in (_PAX, _GNU_LONGNAME, _PAX_GLOBAL):
+            if size > MAX_EXTENDED:
+                raise PersistbenchError(f"{where}: extended header of {size} bytes refused")
+            data = reader.read(data_at, size)
+            if kind == _GNU_LONGNAME:
+                long_name = data.rstrip(b"\0").decode("utf-8", "replace")
+            elif kind == _PAX:
+                long_name = _pax_path(data, where) or long_name
+            pos = next_pos
+            continue
+        name = long_name
+        if name is None:
+            base = header[:100].split(b"\0", 1)[0].decode("utf-8", "replace")
+            prefix = (
+                header[345:500].split(b"\0", 1)[0].decode("utf-8", "replace") if header[257:262] == b"ustar" else ""
+            )
+            name = f"{prefix}/{base}" if prefix else base
+        long_name = None
+        if kind in _KINDS:
+            raise PersistbenchError(f"{source.name}: member {name!r} is {_KINDS[kind]}; refused")
+        if kind not in _REGULAR and kind != _DIRECTORY:
+            raise PersistbenchError(f"{source.name}: member {name!r} has type {kind!r}; refused")
+        problem = check(name.rstrip("/") if kind == _DIRECTORY else name)
+        if problem:
+            raise PersistbenchError(f"{source.name}: member {name!r}: {problem}; refused")
+        if kind != _DIRECTORY:
+            if name in members:
+                raise PersistbenchError(f"{source.name}: member {name!r} appears twice; refused")
+            members[name] = Member(name, data_at, size)
+        pos = next_pos
+    return TarIndex(source, members)
+
+
+def index_path(archive: Path) -> Path:
+    """Where an archive's index is cached: beside it, ``.<name>.index.json``."""
+    return archive.with_name(f".{archive.name}.index.json")
+
+
+def cached_index(source: LocalFile, sha256: str, check: Callable[[str], str | None]) -> TarIndex:
+    """The index of a local archive, read from its cache when the cache was made for this archive
+    (same size and sha256, ``sha256`` being what the corpus's checksums say), else built and cached.
+
+    Names are checked again on every load: a cache is a file anyone may have edited.
+    """
+    path = index_path(source.path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        ok = (
+            isinstance(data, dict)
+            and data.get("version") == INDEX_VERSION
+            and data.get("size") == source.size
+            and data.get("sha256") == sha256
+            and isinstance(data.get("members"), list)
+        )
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        ok = False
+    if ok:
+        members = {}
+        for row in data["members"]:
+            if not (isinstance(row, list) and len(row) == 3 and isinstance(row[0], str)):
+                break
+            name, offset, size = row
+            valid = all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (offset, size))
+            if not valid or offset + size > source.size or check(name):
+                break
+            members[name] = Member(name, offset, size)
+        else:
+            return TarIndex(source, members)
+    index = build_index(source, check)
+    rows = [[m.name, m.offset, m.size] for m in index.members.values()]
+    write_json(path, {"version": INDEX_VERSION, "size": source.size, "sha256": sha256, "members": rows})
+    return index
