@@ -56,8 +56,11 @@ def case_record(run: RunLayout, subset: str, case_id: str) -> dict | None:
     return info if isinstance(info, dict) and info.get("uid") == case_id else None
 
 
-def run_info(run: RunLayout) -> dict:
-    """``run.json`` as a dictionary; anything else is refused naming the file."""
+def read_run_info(run: RunLayout) -> dict | None:
+    """``run.json`` as a dictionary (None when the folder has none: predictions made by another toolkit);
+    anything else is refused naming the file."""
+    if not run.run_json.exists():
+        return None
     info = read_json(run.run_json)
     if not isinstance(info, dict):
         raise PersistbenchError(f"{run.run_json}: must hold a JSON object")

@@ -22,6 +22,7 @@ from .files import check_writable, read_json, write_json, write_text
 from .layout import RunLayout
 from .protocol import Protocol
 from .registry import METRICS, order
+from .runs import read_run_info
 from .suites import open_suite
 from .suites.base import CaseRef, ScoreContext, Suite
 
@@ -148,16 +149,6 @@ def coverage(suite: Suite, run: RunLayout, run_info: dict | None, cases: list, e
     ]
     present = [c for c in cases if suite.key(c) not in set(absent) | set(missing)]
     return Coverage(present, missing, absent, sorted(suite.predicted(run.root, run_info) - known))
-
-
-def read_run_info(run: RunLayout) -> dict | None:
-    """``run.json`` (None when the folder has none: predictions made by another toolkit)."""
-    if not run.run_json.exists():
-        return None
-    info = read_json(run.run_json)
-    if not isinstance(info, dict):
-        raise PersistbenchError(f"{run.run_json}: must hold a JSON object")
-    return info
 
 
 def dataset_of(pred: str | Path) -> Path:

@@ -16,7 +16,6 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ...errors import PersistbenchError
 from ...protocol import Protocol, interval, metric_list, number, one_of, section
 from ...registry import METRICS, PairVideo, families, order
 from ..base import CaseScores
@@ -281,8 +280,3 @@ def tables(summary: dict) -> tuple[list[str], dict[str, str]]:
         f"(pairs dropped: {d['revisit']} revisit, {d['baseline']} baseline, {d['short']} short)."
     )
     return lines, row
-
-
-def check_video_frames(n_video: int, where: object) -> None:
-    if n_video == 0:
-        raise PersistbenchError(f"{where}: the video has no frames")

@@ -71,6 +71,7 @@ class R2MBench(Suite):
     def __init__(self, root, options=None):
         super().__init__(root, options)
         self.checkout = Checkout(self.root)
+        self._pair_files: dict[str, str] = {}  # trajectory -> sha256 of its --pairs file, hashed once
 
     @classmethod
     def detect(cls, root: Path) -> bool:
@@ -197,27 +198,25 @@ class R2MBench(Suite):
                 raise PersistbenchError(f"{path}: no pair file for trajectory {case.subset} (--pairs)")
             data = pairs.check_pair_file(read_json(path), str(path), len(traj.poses))
             meta = data.get("meta") if isinstance(data.get("meta"), dict) else {}
-            return {**data, "meta": {**meta, "key": f"file:{sha256_file(path)}"}}
+            return {**data, "meta": {**meta, "key": self._pairs_source(case)}}
         return pairs.build(traj, protocol.config["pairs"])
 
     def _pairs_source(self, case: R2MCase) -> str:
-        if self.options.get("pairs"):
+        """What a video's pairs come from: the trajectory's sha256, or ``file:<sha256>`` of its --pairs file."""
+        if not self.options.get("pairs"):
+            return trajectory_of(case).sha256
+        if case.subset not in self._pair_files:
             path = layout.pairs_path(Path(self.options["pairs"]), case.subset)
-            return f"file:{sha256_file(path)}" if path.is_file() else "file:missing"
-        return trajectory_of(case).sha256
+            self._pair_files[case.subset] = f"file:{sha256_file(path)}" if path.is_file() else "file:missing"
+        return self._pair_files[case.subset]
 
     # ---------------------------------------------------------------- predictions
 
     def read_prediction(self, run: Path, run_info, ref) -> VideoPrediction | None:
         case = self.case(ref)
         for path in layout.video_paths(Path(run), case.subset, case.case_id):
-            if path.is_file():
-                record = path.parent / "case.json"
-                return VideoPrediction(
-                    (path,),
-                    record if path.name != f"{case.case_id}.mp4" and record.is_file() else None,
-                    self._pairs_source(case),
-                )
+            if path.is_file():  # identified by its bytes and its pairs (VideoPrediction.digest), not a record
+                return VideoPrediction((path,), None, self._pairs_source(case))
         return None
 
     def predicted(self, run: Path, run_info) -> set[str]:
@@ -260,7 +259,8 @@ class R2MBench(Suite):
             n_video = i + 1
             if i in needed:
                 frames[i] = frame
-        scoring.check_video_frames(n_video, video)
+        if n_video == 0:
+            raise PersistbenchError(f"{video}: the video has no frames")
         ids = (case.subset, case.case_id, pred.digest)
         return scoring.score_video(frames, n_video, n_poses, pair_file, protocol, ctx, ids).to_json()
 
