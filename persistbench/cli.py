@@ -108,6 +108,57 @@ SUITE = click.option(
 NO_PROGRESS = click.option("--no-progress", is_flag=True, help="No progress bars.")
 
 
+def _dataset_root(ctx, param, value):
+    """A dataset folder that exists (a Path), or a URL (a str) for suites that read remote data."""
+    if value is None or "://" in value:
+        return value
+    from pathlib import Path
+
+    if not Path(value).is_dir():
+        raise click.BadParameter(f"{value}: no such folder", param=param)
+    return Path(value)
+
+
+def dataset_option(
+    required: bool = True, help: str = "Dataset root (WROP: a folder, http(s):// URL or hf://datasets/<repo>[@rev])."
+):
+    return click.option("--dataset", required=required, default=None, callback=_dataset_root, help=help)
+
+
+def selection_options(f):
+    """WROP's case selection: ``--tasks``, ``--per-task``, ``--categories`` (recorded in run.json)."""
+    f = click.option(
+        "--categories",
+        "categories",
+        default=None,
+        type=click.Path(dir_okay=False, exists=True),
+        help="WROP: a JSON file {task: category} for tasks whose metadata names no category.",
+    )(f)
+    f = click.option(
+        "--per-task",
+        type=click.IntRange(1),
+        default=None,
+        help="WROP: N samples per task, the same N whatever other tasks are chosen (default: all).",
+    )(f)
+    return click.option(
+        "--tasks", default=None, metavar="LIST", help="WROP: comma-separated task names or globs (default: all)."
+    )(f)
+
+
+def selection(tasks: str | None, per_task: int | None, categories: str | None) -> dict:
+    """The suite options of :func:`selection_options` that were given."""
+    out: dict = {}
+    if tasks:
+        out["tasks"] = [t.strip() for t in tasks.split(",") if t.strip()]
+    if per_task is not None:
+        out["per_task"] = per_task
+    if categories:
+        from pathlib import Path
+
+        out["categories"] = str(Path(categories).resolve())
+    return out
+
+
 def output_option(help: str, default: str | None = None, file: bool = False):
     """``--output`` (alias ``--out``): where a command writes; a folder unless ``file``."""
     kind = click.Path(dir_okay=False) if file else click.Path(file_okay=False)
@@ -312,8 +363,9 @@ def download(
     required=True,
     help="hold | reproject | oracle | an entry point name | file.py:Class | module:Class | 'cmd:PROGRAM {input} {output}'",
 )
-@click.option("--dataset", required=True, type=click.Path(file_okay=False, exists=True), help="Dataset root.")
+@dataset_option()
 @SUITE
+@selection_options
 @output_option("Run directory, e.g. runs/NAME.")
 @click.option(
     "--model-config",
@@ -333,6 +385,9 @@ def infer(
     model_spec,
     dataset,
     suite,
+    tasks,
+    per_task,
+    categories,
     output,
     model_config,
     device,
@@ -370,7 +425,13 @@ def infer(
         if not isinstance(config, dict):
             raise click.BadParameter(f"{model_config}: must hold a JSON object", param_hint="--model-config")
     opts = InferOptions(
-        dataset=Path(dataset), output=Path(output), model=model_spec, device=device, config=config, suite=suite
+        dataset=dataset,
+        output=Path(output),
+        model=model_spec,
+        device=device,
+        config=config,
+        suite=suite,
+        suite_options=selection(tasks, per_task, categories),
     )
     outcomes = run_infer(
         opts,
@@ -392,11 +453,14 @@ def infer(
 @click.option(
     "--pred", required=True, type=click.Path(file_okay=False, exists=True), help="A run directory (runs/NAME)."
 )
-@click.option(
-    "--dataset", default=None, type=click.Path(file_okay=False, exists=True), help="Default: the one in run.json."
-)
+@dataset_option(required=False, help="Default: the one in run.json (with its WROP selection).")
 @SUITE
-@click.option("--protocol", default=None, help="Protocol name or JSON file (default: the suite's: classic-v1, r2m-v1).")
+@selection_options
+@click.option(
+    "--protocol",
+    default=None,
+    help="Protocol name or JSON file (default: the suite's: classic-v1, r2m-v1, wrop-cont-v1).",
+)
 @click.option(
     "--metrics",
     "metric_list",
@@ -440,6 +504,9 @@ def score(
     pred,
     dataset,
     suite,
+    tasks,
+    per_task,
+    categories,
     protocol,
     metric_list,
     pairs,
@@ -459,7 +526,9 @@ def score(
     PersistBench: masked PSNR/SSIM/LPIPS, IoU, presence and continuity on visible and off-screen
     frames; reads our layout (runs/NAME from `persistbench infer`) and the public toolkit's
     inference output (<uid>/prediction/00000.png; pass --dataset). R2M-Bench: relative revisit
-    scores (NMR) of generated videos; reads our runs and upstream's <root>/<T>/<id>.mp4.
+    scores (NMR) of generated videos; reads our runs and upstream's <root>/<T>/<id>.mp4. WROP:
+    continuation PSNR/SSIM/LPIPS per target frame, full and in the changed region, and the gain
+    over holding the last input frame.
 
     \b
     Examples:
@@ -474,9 +543,11 @@ def score(
     from .score import score as run_score
 
     wanted = None if metric_list is None else tuple(m.strip() for m in metric_list.split(",") if m.strip())
+    dataset, options = dataset_of(pred, dataset)
+    options = {**options, **selection(tasks, per_task, categories), **({"pairs": pairs} if pairs else {})}
     opts = ScoreOptions(
         pred=Path(pred),
-        dataset=Path(dataset) if dataset else dataset_of(pred),
+        dataset=dataset,
         protocol=protocol,
         metrics=wanted,
         device=device,
@@ -484,7 +555,7 @@ def score(
         allow_download=allow_download,
         eval_size=eval_size,
         suite=suite,
-        suite_options={"pairs": pairs} if pairs else {},
+        suite_options=options,
     )
     summary = run_score(
         opts,
@@ -546,16 +617,18 @@ def pack(root, output, shard_size, samples, date, workers, no_progress) -> None:
     "--from",
     "from_dir",
     default=None,
-    type=click.Path(file_okay=False, exists=True),
-    help="Take the files from a local copy of the distribution instead.",
+    callback=_dataset_root,
+    help="Take the files from a local copy of the distribution instead (WROP: a folder or an http(s):// URL).",
 )
 @click.option("--include", type=click.Choice(["samples", "all"]), default="all", show_default=True)
+@click.option("--tasks", default=None, metavar="LIST", help="WROP: comma-separated task names or globs (default: all).")
 @SUITE
 @NO_PROGRESS
-def fetch(output, repo, revision, from_dir, include, suite, no_progress) -> None:
+def fetch(output, repo, revision, from_dir, include, tasks, suite, no_progress) -> None:
     """Fetch a suite's published data. PersistBench: the sharded distribution (each shard's sha256 verified,
     extracted safely; resumable). R2M-Bench: the conditioning images (GD-ML/R2MBench, test_imgs/) into a
-    checkout of its repository.
+    checkout of its repository. WROP: whole task archives (Hokin/object-permanence), each checked against
+    checksums.txt (sha256, member count); resumable.
 
     \b
     Examples:
@@ -563,6 +636,7 @@ def fetch(output, repo, revision, from_dir, include, suite, no_progress) -> None
       persistbench fetch --repo ORG/NAME --revision v1 --output data
       persistbench fetch --from /mnt/dist --output data
       persistbench fetch --suite r2m --output R2MBench
+      persistbench fetch --suite wrop --tasks 'ball_*' --output wrop
     """
     from pathlib import Path
 
@@ -573,7 +647,13 @@ def fetch(output, repo, revision, from_dir, include, suite, no_progress) -> None
         raise click.UsageError("--from takes the files from a directory; --repo/--revision name a Hub repository")
     check_writable(output)
     cls = suite_class(suite or "persistbench")
-    click.echo(cls.fetch(Path(output), repo, revision, from_dir, include, progress=not no_progress))
+    chosen = selection(tasks, None, None).get("tasks")
+    if chosen and "tasks" not in cls.case_options:
+        raise click.UsageError(f"--tasks: does not apply to --suite {cls.name}")
+    if isinstance(from_dir, str) and not cls.remote:
+        raise click.UsageError(f"--from {from_dir}: --suite {cls.name} fetches from a folder, not a URL")
+    kwargs = {"tasks": chosen} if chosen else {}
+    click.echo(cls.fetch(Path(output), repo, revision, from_dir, include, progress=not no_progress, **kwargs))
 
 
 @main.command()
@@ -652,17 +732,18 @@ def demo(output, workers, no_progress) -> None:
 
 
 @main.command()
-@click.argument("root", type=click.Path(file_okay=False))
+@click.argument("root")
 @SUITE
+@selection_options
 @NO_PROGRESS
-def verify(root, suite, no_progress) -> None:
+def verify(root, suite, tasks, per_task, categories, no_progress) -> None:
     """Check a dataset against its suite's contract; one line per problem.
 
     Example: persistbench verify reconstructed/
     """
     from .suites import open_suite
 
-    problems, n = open_suite(root, suite).verify(progress=not no_progress)
+    problems, n = open_suite(root, suite, selection(tasks, per_task, categories)).verify(progress=not no_progress)
     for line in problems:
         click.echo(line)
     if problems:

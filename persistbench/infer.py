@@ -13,7 +13,7 @@ import atexit
 import functools
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -78,15 +78,16 @@ def validate_output(out: object, n: int, size: tuple[int, int]) -> tuple[np.ndar
 
 @dataclass(frozen=True)
 class InferOptions:
-    dataset: Path
+    dataset: Path | str  # a folder, or a URL for suites that read remote data
     output: Path
     model: str
     device: str = "cpu"
     config: dict | None = None
     suite: str | None = None  # None: detected from the dataset root
+    suite_options: dict = field(default_factory=dict, hash=False)  # WROP's tasks, per_task, categories
 
     def open_suite(self) -> Suite:
-        return open_suite(self.dataset, self.suite)
+        return open_suite(self.dataset, self.suite, self.suite_options)
 
 
 _MODELS: dict[str, BaseModel] = {}  # loaded once per process (each worker has its own)
@@ -230,7 +231,11 @@ def start_run(opts: InferOptions, resume: bool, overwrite: bool) -> RunRecord:
         device=opts.device,
         oracle=bool(getattr(model, "uses_ground_truth", False)),
         protocol=protocol_of(model, opts.model, suite),
-        dataset={"root": str(suite.root.resolve()), "fingerprint": suite.fingerprint()},
+        dataset={
+            "root": suite.dataset_id(),
+            "fingerprint": suite.fingerprint(),
+            **({"options": suite.dataset_options()} if suite.dataset_options() else {}),
+        },
         toolkit_version=__version__,
         model_class=f"{type(model).__module__}.{type(model).__qualname__}"
         if isinstance(factory, functools.partial)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib import resources
@@ -95,6 +96,46 @@ def section(fields: dict[str, Check]) -> Check:
         return None
 
     return check
+
+
+def optional(check: Check) -> Check:
+    """``null``, or a value ``check`` accepts."""
+
+    def inner(v: object) -> str | None:
+        return (
+            None
+            if v is None
+            else (None if check(v) is None else f"must be null or {check(v).removeprefix('must be ')}")
+        )
+
+    return inner
+
+
+def name_list(v: object) -> str | None:
+    """A list of names or glob patterns (letters, digits, ``_ - . * ? [ ]``)."""
+    ok = isinstance(v, list) and all(isinstance(x, str) and re.fullmatch(r"[A-Za-z0-9_.*?\[\]-]{1,200}", x) for x in v)
+    return None if ok else "must be a list of names or glob patterns"
+
+
+# The frame metrics' sections, shared by the suites that score frames against a reference.
+PSNR_SECTION = section({"data_range": one_of(1.0), "cap_db": number(1.0, 1000.0)})
+SSIM_SECTION = section(
+    {
+        "sigma": number(0.1, 10.0),
+        "window": number(3, 51, integer=True, odd=True),
+        "k1": number(1e-6, 1.0),
+        "k2": number(1e-6, 1.0),
+        "covariance": one_of("population", "sample"),
+    }
+)
+LPIPS_SECTION = section(
+    {
+        "net": one_of("alex"),
+        "version": one_of("0.1"),
+        "inputs": one_of("[-1, 1]"),
+        "reduce": one_of("mask mean of the spatial map"),
+    }
+)
 
 
 def metric_list(allowed: tuple[str, ...]) -> Check:

@@ -30,7 +30,7 @@ from .suites.base import CaseRef, ScoreContext, Suite
 @dataclass(frozen=True)
 class ScoreOptions:
     pred: Path
-    dataset: Path
+    dataset: Path | str  # a folder, or a URL for suites that read remote data
     protocol: str | None = None  # name or file; None: the suite's default
     metrics: tuple[str, ...] | None = None  # None: the protocol's
     device: str = "cpu"
@@ -151,13 +151,21 @@ def coverage(suite: Suite, run: RunLayout, run_info: dict | None, cases: list, e
     return Coverage(present, missing, absent, sorted(suite.predicted(run.root, run_info) - known))
 
 
-def dataset_of(pred: str | Path) -> Path:
-    """The dataset a run was predicted on, from its ``run.json``; a usage error when it names none."""
+def dataset_of(pred: str | Path, given: Path | str | None = None) -> tuple[Path | str, dict]:
+    """The dataset to score a run against (``given``, else the one its ``run.json`` names) and the suite
+    options that selected the run's cases (from ``run.json``); a usage error when neither names a dataset."""
     info = read_run_info(RunLayout(Path(pred)))
-    root = (info or {}).get("dataset", {}).get("root") if isinstance((info or {}).get("dataset"), dict) else None
+    dataset = (info or {}).get("dataset")
+    dataset = dataset if isinstance(dataset, dict) else {}
+    options = dataset.get("options", {})
+    if not isinstance(options, dict):
+        raise PersistbenchError(f"{pred}/run.json: dataset.options must be a JSON object")
+    if given is not None:
+        return given, options
+    root = dataset.get("root")
     if not isinstance(root, str):
         raise UsageError(f"{pred}/run.json names no dataset: pass --dataset")
-    return Path(root)
+    return (root if "://" in root else Path(root)), options
 
 
 def score(

@@ -28,7 +28,9 @@ from .errors import PersistbenchError
 from .files import write_json
 
 BLOCK = 512
-CHUNK = 256 << 10  # bytes read at a time while indexing: headers of small members share one read
+CHUNK = 256 << 10  # bytes read at a time while indexing a local file: headers of small members share one read
+REMOTE_CHUNK = 16 << 10  # the same over a network: each read is a request, and what it reads past a header is
+# mostly video that the index does not need
 MAX_EXTENDED = 1 << 20  # a pax or GNU long-name header larger than this is refused
 INDEX_VERSION = 1
 _REGULAR, _DIRECTORY = (b"0", b"\0", b"7"), b"5"
@@ -47,6 +49,7 @@ class ByteSource:
 
     name: str
     size: int
+    read_ahead: int = CHUNK  # bytes the indexer reads at a time
 
     def read(self, offset: int, n: int) -> bytes:
         raise NotImplementedError
@@ -81,6 +84,8 @@ class LocalFile(ByteSource):
 
 class HttpRange(ByteSource):
     """An ``http(s)`` URL read through ``Range: bytes=a-b`` requests (the server must honour them)."""
+
+    read_ahead = REMOTE_CHUNK
 
     def __init__(self, url: str, timeout: float = 60.0):
         self.url, self.name, self.timeout = url, url, timeout
@@ -199,7 +204,7 @@ class _Reader:
 
     def read(self, offset: int, n: int) -> bytes:
         if not (self.start <= offset and offset + n <= self.start + len(self.buf)):
-            self.start, self.buf = offset, self.source.read(offset, max(n, CHUNK))
+            self.start, self.buf = offset, self.source.read(offset, max(n, self.source.read_ahead))
         return self.buf[offset - self.start : offset - self.start + n]
 
 
@@ -265,13 +270,16 @@ def index_path(archive: Path) -> Path:
     return archive.with_name(f".{archive.name}.index.json")
 
 
-def cached_index(source: LocalFile, sha256: str, check: Callable[[str], str | None]) -> TarIndex:
-    """The index of a local archive, read from its cache when the cache was made for this archive
-    (same size and sha256, ``sha256`` being what the corpus's checksums say), else built and cached.
+def cached_index(
+    source: ByteSource, sha256: str, check: Callable[[str], str | None], path: Path | None = None
+) -> TarIndex:
+    """The index of an archive, read from its cache file ``path`` (default: beside a local archive,
+    :func:`index_path`) when the cache was made for this archive (same size and sha256, ``sha256``
+    being what the corpus's checksums say), else built and cached.
 
     Names are checked again on every load: a cache is a file anyone may have edited.
     """
-    path = index_path(source.path)
+    path = path or index_path(source.path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         ok = (
@@ -297,5 +305,8 @@ def cached_index(source: LocalFile, sha256: str, check: Callable[[str], str | No
             return TarIndex(source, members)
     index = build_index(source, check)
     rows = [[m.name, m.offset, m.size] for m in index.members.values()]
-    write_json(path, {"version": INDEX_VERSION, "size": source.size, "sha256": sha256, "members": rows})
+    try:
+        write_json(path, {"version": INDEX_VERSION, "size": source.size, "sha256": sha256, "members": rows})
+    except OSError:  # a cache that cannot be written is built again next time
+        pass
     return index

@@ -1,6 +1,6 @@
 """Model adapters: the interface, the built-in models and how ``--model`` finds a model.
 
-``--model`` accepts a built-in name (``hold``, ``reproject``, ``warp``, ``oracle``), a name
+``--model`` accepts a built-in name (``hold``, ``reproject``, ``warp``, ``flow``, ``oracle``), a name
 registered in the entry point group ``persistbench.models``,
 ``path/to/file.py:Class``, ``package.module:Class``, or ``"cmd:PROGRAM ARGS
 {input} {output}"`` (an external program, see :mod:`.external`).
@@ -26,6 +26,7 @@ BUILTINS = {
     "hold": "persistbench.models.builtin:HoldModel",
     "reproject": "persistbench.models.builtin:ReprojectModel",
     "warp": "persistbench.models.builtin:WarpModel",
+    "flow": "persistbench.models.builtin:FlowModel",
     "oracle": "persistbench.models.builtin:OracleModel",
 }
 

@@ -27,20 +27,31 @@ class ModelInput:
     Attributes:
         uid: the case id.
         input_frames: ``[T, H, W, 3]`` float32 RGB in [0, 1], the ``view_0`` frames.
-        input_cameras: ``{"cam_poses": (T, 4, 4) camera-to-world, "cam_intrinsic": (3, 3)}`` of ``view_0``.
-        target_cameras: the same for the ``center`` view the model must render.
-        prompt: a text prompt (R2M-Bench), or None (PersistBench).
-    Both camera sets share one world frame (OpenCV axes: x right, y down, z forward). An extension
-    of the public interface: ``prompt`` is new and optional, so models written for it run unchanged.
-    R2M-Bench gives one input frame (the conditioning image, at pose 0) and every trajectory pose
-    as target cameras.
+        input_cameras: ``{"cam_poses": (T, 4, 4) camera-to-world, "cam_intrinsic": (3, 3)}`` of ``view_0``;
+            None where the suite has no cameras (WROP).
+        target_cameras: the same for the ``center`` view the model must render; None without cameras.
+        prompt: a text prompt (R2M-Bench, WROP), or None (PersistBench).
+        n_targets: frames to produce where there are no target cameras (WROP: the continuation's
+            length); see :meth:`num_targets`.
+    Both camera sets share one world frame (OpenCV axes: x right, y down, z forward). Extensions
+    of the public interface: ``prompt`` and ``n_targets`` are new and optional, and the cameras may
+    be None, so models written for it run unchanged on PersistBench. R2M-Bench gives one input
+    frame (the conditioning image, at pose 0) and every trajectory pose as target cameras; WROP
+    gives the 60 context frames, the prompt and ``n_targets`` (a video continuation).
     """
 
     uid: str
     input_frames: np.ndarray
-    input_cameras: dict
-    target_cameras: dict
+    input_cameras: dict | None = None
+    target_cameras: dict | None = None
     prompt: str | None = None
+    n_targets: int | None = None
+
+    def num_targets(self) -> int:
+        """How many frames the model must return: one per target camera, or ``n_targets``."""
+        if self.target_cameras is not None:
+            return len(self.target_cameras["cam_poses"])
+        return int(self.n_targets or 0)
 
 
 @dataclass

@@ -4,8 +4,8 @@ For each case the toolkit writes, into a fresh input directory::
 
     request.json          {uid, num_frames, resolution: [h, w], n_frames, n_targets, prompt}
     frames/frame_0000.png the input (view_0) frames, RGB
-    input_cameras.json    {cam_poses: T x 4 x 4 camera-to-world, cam_intrinsic: 3 x 3}
-    target_cameras.json   the same for the center view to render
+    input_cameras.json    {cam_poses: T x 4 x 4 camera-to-world, cam_intrinsic: 3 x 3} (absent without cameras: WROP)
+    target_cameras.json   the same for the center view to render (absent without cameras)
 
 runs ``PROGRAM ARGS`` with ``{input}`` and ``{output}`` replaced by the two
 directories, and reads back ``{output}/frames/*.png`` (required),
@@ -75,8 +75,9 @@ class CommandModel(BaseModel):
             frames = np.clip(sample.input_frames * 255.0 + 0.5, 0, 255).astype(np.uint8)
             for t, frame in enumerate(frames):
                 write_image(inp / "frames" / frame_name(t), frame)
-            write_json(inp / "input_cameras.json", _camera_json(sample.input_cameras))
-            write_json(inp / "target_cameras.json", _camera_json(sample.target_cameras))
+            for name, cameras in (("input", sample.input_cameras), ("target", sample.target_cameras)):
+                if cameras is not None:
+                    write_json(inp / f"{name}_cameras.json", _camera_json(cameras))
             write_json(
                 inp / "request.json",
                 {
@@ -84,7 +85,7 @@ class CommandModel(BaseModel):
                     "num_frames": self.num_frames,
                     "resolution": list(self.resolution),
                     "n_frames": len(frames),
-                    "n_targets": len(sample.target_cameras["cam_poses"]),
+                    "n_targets": sample.num_targets(),
                     "prompt": sample.prompt,
                 },
             )
@@ -132,7 +133,7 @@ def _tail(path: Path, size: int = 4096) -> str:
 
 def _read_output(out: Path, sample: ModelInput, program: str) -> ModelOutput:
     """The program's frames, masks and projection; counts and sizes are checked before any image is decoded."""
-    n = len(sample.target_cameras["cam_poses"])
+    n = sample.num_targets()
     meta_path = out / "output.json"
     meta = read_json(meta_path) if meta_path.is_file() and meta_path.stat().st_size < 1 << 16 else {}
     projection = meta.get("projection", "perspective") if isinstance(meta, dict) else "perspective"

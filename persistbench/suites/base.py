@@ -108,6 +108,8 @@ class Suite(ABC):
     protocol_schema: ClassVar[dict[str, Check]]  # every protocol field and its check (the name is checked for all)
     subsets: ClassVar[tuple[str, ...]]
     external_label: ClassVar[str] = "external predictions"  # the model name of a run without run.json
+    remote: ClassVar[bool] = False  # whether the dataset root may be a URL (WROP's corpus)
+    case_options: ClassVar[tuple[str, ...]] = ()  # options that select the cases (see dataset_options)
 
     def __init__(self, root: str | Path, options: dict | None = None):
         self.root = Path(root)
@@ -119,6 +121,15 @@ class Suite(ABC):
     @abstractmethod
     def detect(cls, root: Path) -> bool:
         """Whether ``root`` holds this suite's dataset (cheap: names and a few small files)."""
+
+    def dataset_id(self) -> str:
+        """How ``run.json`` names the dataset (an absolute path, or a URL pinned to a revision)."""
+        return str(self.root.resolve())
+
+    def dataset_options(self) -> dict:
+        """The suite options that decide which cases exist (WROP: ``tasks``, ``per_task``), recorded in
+        ``run.json`` so that ``score`` opens the dataset the same way."""
+        return {k: self.options[k] for k in self.case_options if self.options.get(k) is not None}
 
     @abstractmethod
     def cases(self) -> list[CaseRef]:
@@ -197,10 +208,18 @@ class Suite(ABC):
 
     @classmethod
     def fetch(
-        cls, output: Path, repo: str | None, revision: str | None, from_dir: str | None, include: str, progress: bool
+        cls,
+        output: Path,
+        repo: str | None,
+        revision: str | None,
+        from_dir: str | None,
+        include: str,
+        progress: bool,
+        tasks: list[str] | None = None,
     ) -> str:
-        """Fetch this suite's published data into ``output`` (from the Hub, or ``from_dir``); returns a one-line
-        summary with the next command to run."""
+        """Fetch this suite's published data into ``output`` (from the Hub, or ``from_dir``: a folder, or a URL
+        where the suite reads remote data); ``tasks`` (WROP) names what to fetch. Returns a one-line summary
+        with the next command to run."""
         raise UsageError(f"--suite {cls.name}: nothing to fetch")
 
     # ---------------------------------------------------------------- synthetic data

@@ -21,7 +21,17 @@ from ...dataset import Case
 from ...errors import PersistbenchError
 from ...images import image_size, read_image
 from ...layout import VIEWS
-from ...protocol import Protocol, metric_list, number, one_of, section, size_hw
+from ...protocol import (
+    LPIPS_SECTION,
+    PSNR_SECTION,
+    SSIM_SECTION,
+    Protocol,
+    metric_list,
+    number,
+    one_of,
+    section,
+    size_hw,
+)
 from ...registry import METRICS, FrameBatch, order
 from ...sampling import RGB_RESIZE, crop_resize, sampled_frames, sampled_masks
 from ...segment import TemplateTracker
@@ -38,24 +48,9 @@ SCHEMA = {
     "eval_size": size_hw,
     "resize": section({"rgb": one_of(*RGB_RESIZE), "mask": one_of("nearest")}),
     "metrics": metric_list(FRAME_METRICS),
-    "psnr": section({"data_range": one_of(1.0), "cap_db": number(1.0, 1000.0)}),
-    "ssim": section(
-        {
-            "sigma": number(0.1, 10.0),
-            "window": number(3, 51, integer=True, odd=True),
-            "k1": number(1e-6, 1.0),
-            "k2": number(1e-6, 1.0),
-            "covariance": one_of("population", "sample"),
-        }
-    ),
-    "lpips": section(
-        {
-            "net": one_of("alex"),
-            "version": one_of("0.1"),
-            "inputs": one_of("[-1, 1]"),
-            "reduce": one_of("mask mean of the spatial map"),
-        }
-    ),
+    "psnr": PSNR_SECTION,
+    "ssim": SSIM_SECTION,
+    "lpips": LPIPS_SECTION,
     "continuity": section({"scale": one_of("sqrt(mean reference mask area)")}),
     "aggregate": one_of(
         "per case: mean over visible and over invisible frames (NaN excluded and counted); "

@@ -56,7 +56,7 @@ class PersistBench(Suite):
     # ---------------------------------------------------------------- inference
 
     @classmethod
-    def fetch(cls, output, repo, revision, from_dir, include, progress) -> str:
+    def fetch(cls, output, repo, revision, from_dir, include, progress, tasks=None) -> str:
         """The sharded distribution: each shard's sha256 verified, extracted safely; resumable (:mod:`persistbench.fetch`)."""
         from ...fetch import DEFAULT_REPO, hub_source, local_source
         from ...fetch import fetch as run_fetch

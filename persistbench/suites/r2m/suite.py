@@ -116,7 +116,7 @@ class R2MBench(Suite):
     # ---------------------------------------------------------------- getting the data
 
     @classmethod
-    def fetch(cls, output, repo, revision, from_dir, include, progress) -> str:
+    def fetch(cls, output, repo, revision, from_dir, include, progress, tasks=None) -> str:
         """The conditioning images (:mod:`persistbench.suites.r2m.fetch`); the checkout itself comes from git."""
         from .fetch import fetch_images
 

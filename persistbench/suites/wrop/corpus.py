@@ -1,0 +1,429 @@
+"""The WROP corpus where it lies: a local folder, an ``http(s)`` URL or a Hub dataset, read in place.
+
+A corpus root holds ``train/checksums.txt`` and one tar per task (:mod:`.layout`). Nothing is
+extracted: each archive is indexed from its headers once (:mod:`persistbench.tarindex`; the index
+is cached beside a local archive, or in the index cache for a remote one, keyed by the archive's
+size and its sha256 from ``checksums.txt``) and its members are read by offset; videos are
+decoded in place by ffmpeg. Reading N samples of a remote archive costs the header walk (once)
+and those samples' bytes, never the archive.
+
+In-place reading checks every member name, header checksum and the member count that
+``checksums.txt`` gives; an archive's sha256 needs all its bytes, so ``persistbench verify``
+and ``persistbench fetch`` check it.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import hashlib
+import io
+import json
+import os
+import re
+import urllib.error
+import urllib.request
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ...errors import PersistbenchError, UsageError
+from ...tarindex import REMOTE_CHUNK, ByteSource, HttpRange, LocalFile, TarIndex, build_index, cached_index, index_path
+from . import layout
+
+MAX_CHECKSUMS = 1 << 20
+MAX_TEXT = 64 << 10  # prompt.txt
+MAX_METADATA = 1 << 20
+MAX_TRAJECTORY = 64 << 20  # decompressed, all arrays together
+MAX_ARCHIVE_MEMBERS = 10_000_000
+_SHA256_RE = re.compile(r"[0-9a-f]{64}")
+
+CATEGORIES = (
+    "baillargeonian_occlusion",
+    "object_static_occlusion",
+    "container_permanence",
+    "baillargeonian_obstruction",
+    "object_drop",
+    "object_collision",
+)
+
+
+def category_id(value: object) -> str | None:
+    """A category named as in :data:`CATEGORIES`, in any case, with spaces or hyphens for ``_``; else None."""
+    if not isinstance(value, str):
+        return None
+    slug = re.sub(r"[\s-]+", "_", value.strip().lower())
+    return slug if slug in CATEGORIES else None
+
+
+# ---------------------------------------------------------------- where the corpus lies
+
+
+def is_remote(root: str | os.PathLike) -> bool:
+    return isinstance(root, str) and "://" in root
+
+
+def index_cache() -> Path:
+    """Where indexes of remote archives (and of local ones in read-only folders) are cached:
+    ``$PERSISTBENCH_CACHE/wrop-index``, default ``~/.cache/persistbench/wrop-index``."""
+    base = os.environ.get("PERSISTBENCH_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return Path(base) / ("wrop-index" if os.environ.get("PERSISTBENCH_CACHE") else "persistbench/wrop-index")
+
+
+class Location:
+    """A corpus root: ``read(path)`` small files, ``source(path)`` an archive's bytes; ``id`` names it."""
+
+    id: str
+    local: bool = False
+
+    def read(self, path: str, limit: int) -> bytes:
+        raise NotImplementedError
+
+    def source(self, path: str) -> ByteSource:
+        raise NotImplementedError
+
+
+class LocalCorpus(Location):
+    local = True
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.id = str(root.resolve())
+
+    def read(self, path: str, limit: int) -> bytes:
+        file = self.root / path
+        try:
+            with open(file, "rb") as f:
+                data = f.read(limit + 1)
+        except OSError as e:
+            raise PersistbenchError(f"{file}: cannot read ({e.strerror})") from None
+        if len(data) > limit:
+            raise PersistbenchError(f"{file}: larger than {limit} bytes")
+        return data
+
+    def source(self, path: str) -> LocalFile:
+        return LocalFile(self.root / path)
+
+
+class HttpCorpus(Location):
+    """A corpus served over ``http(s)``: archives read through Range requests."""
+
+    def __init__(self, url: str):
+        self.base = url.rstrip("/") + "/"
+        self.id = self.base
+
+    def read(self, path: str, limit: int) -> bytes:
+        url = self.base + path
+        try:
+            with urllib.request.urlopen(url, timeout=60) as r:
+                data = r.read(limit + 1)
+        except (urllib.error.URLError, OSError) as e:
+            raise PersistbenchError(f"{url}: cannot read: {getattr(e, 'reason', e)}") from None
+        if len(data) > limit:
+            raise PersistbenchError(f"{url}: larger than {limit} bytes")
+        return data
+
+    def source(self, path: str) -> HttpRange:
+        return HttpRange(self.base + path)
+
+
+class HubFile(ByteSource):
+    """A file of a Hub dataset at a fixed commit, read through huggingface_hub's file system (range reads)."""
+
+    read_ahead = REMOTE_CHUNK
+
+    def __init__(self, fs, repo: str, commit: str, path: str):
+        self.fs, self.repo, self.commit, self.file = fs, repo, commit, path
+        self.path = f"datasets/{repo}@{commit}/{path}"
+        self.name = f"hf://{self.path}"
+        try:
+            self.size = int(fs.info(self.path)["size"])
+        except (OSError, ValueError, KeyError) as e:
+            raise PersistbenchError(f"{self.name}: cannot read: {e}".splitlines()[0]) from None
+
+    def read(self, offset: int, n: int) -> bytes:
+        if n <= 0 or offset >= self.size:
+            return b""
+        try:
+            return self.fs.cat_file(self.path, start=offset, end=min(offset + n, self.size))
+        except (OSError, ValueError) as e:
+            raise PersistbenchError(f"{self.name}: bytes {offset}-{offset + n - 1}: {e}".splitlines()[0]) from None
+
+    @property
+    def location(self) -> str:
+        from huggingface_hub import hf_hub_url
+
+        return hf_hub_url(self.repo, self.file, repo_type="dataset", revision=self.commit)
+
+
+class HubCorpus(Location):
+    """``hf://datasets/<owner>/<name>[@revision]``: the revision is resolved to a commit once, so that every
+    read of a run sees the same files."""
+
+    def __init__(self, url: str):
+        from huggingface_hub import HfApi, HfFileSystem
+
+        m = re.fullmatch(r"hf://datasets/([\w.-]+/[\w.-]+)(?:@([\w./-]+))?/?", url)
+        if not m:
+            raise UsageError(f"{url}: a Hub corpus is hf://datasets/<owner>/<name>[@revision]")
+        self.repo, revision = m.group(1), m.group(2)
+        try:
+            self.commit = HfApi().dataset_info(self.repo, revision=revision).sha
+        except Exception as e:  # huggingface_hub raises many kinds; one line names the repository
+            raise PersistbenchError(f"{url}: cannot resolve the revision: {e}".splitlines()[0]) from None
+        self.fs = HfFileSystem()
+        self.id = f"hf://datasets/{self.repo}@{self.commit}"
+
+    def read(self, path: str, limit: int) -> bytes:
+        src = self.source(path)
+        if src.size > limit:
+            raise PersistbenchError(f"{src.name}: larger than {limit} bytes")
+        return src.read(0, src.size)
+
+    def source(self, path: str) -> HubFile:
+        return HubFile(self.fs, self.repo, self.commit, path)
+
+
+def open_location(root: str | os.PathLike) -> Location:
+    """The corpus at ``root``: a folder, an ``http(s)://`` URL or ``hf://datasets/<repo>[@revision]``."""
+    text = str(root)
+    if text.startswith(("http://", "https://")):
+        return HttpCorpus(text)
+    if text.startswith("hf://"):
+        return HubCorpus(text)
+    if is_remote(text):
+        raise UsageError(f"{text}: a corpus is a folder, an http(s):// URL or hf://datasets/<repo>[@revision]")
+    return LocalCorpus(Path(root))
+
+
+# ---------------------------------------------------------------- checksums.txt
+
+
+@dataclass(frozen=True)
+class ArchiveEntry:
+    """One line of ``checksums.txt``."""
+
+    task: str
+    sha256: str
+    members: int
+
+
+def parse_checksums(data: bytes, where: str) -> dict[str, ArchiveEntry]:
+    """``checksums.txt``: ``<sha256> <file name> <member count>`` per line (blank lines and ``#`` comments
+    skipped); task -> entry, every line checked."""
+    out: dict[str, ArchiveEntry] = {}
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise PersistbenchError(f"{where}: not UTF-8 text") from None
+    for n, line in enumerate(text.splitlines(), 1):
+        fields = line.split()
+        if not fields or fields[0].startswith("#"):
+            continue
+        if len(fields) != 3:
+            raise PersistbenchError(f"{where}:{n}: expected '<sha256> <file name> <member count>'")
+        digest, name, count = fields
+        task = layout.task_of_archive(name)
+        if task is None:
+            raise PersistbenchError(f"{where}:{n}: {name!r} is not an archive name (<task>_task.tar)")
+        if not _SHA256_RE.fullmatch(digest):
+            raise PersistbenchError(f"{where}:{n}: {digest!r} is not a sha256")
+        if not count.isdigit() or not 0 < int(count) <= MAX_ARCHIVE_MEMBERS:
+            raise PersistbenchError(f"{where}:{n}: member count {count!r} is not in [1, {MAX_ARCHIVE_MEMBERS}]")
+        if task in out:
+            raise PersistbenchError(f"{where}:{n}: {name} listed twice")
+        out[task] = ArchiveEntry(task, digest, int(count))
+    if not out:
+        raise PersistbenchError(f"{where}: lists no archive")
+    return out
+
+
+# ---------------------------------------------------------------- samples
+
+
+@dataclass(frozen=True)
+class Sample:
+    """A sample of a task's archive: its folder's members, by file name."""
+
+    task: str
+    name: str  # <task>_<NNNN>
+    shard: int
+
+
+@dataclass(frozen=True)
+class VideoSplit:
+    """``metadata.json``'s ``video_split``: how the 120 source frames became input and target."""
+
+    method: str
+    input_pad_start_frames: int
+    target_pad_end_frames: int
+    seam_overlap_frames: int
+
+    def scored(self, n_target: int) -> range:
+        """Target frames that are predictions proper: neither the seam overlap nor the end padding."""
+        return range(min(self.seam_overlap_frames, n_target), max(0, n_target - self.target_pad_end_frames))
+
+
+SPLIT_METHODS = ("midpoint", "before_event", "overlap_event")
+
+
+class Archive:
+    """One task's archive, indexed; :meth:`read` returns a member's bytes, :meth:`video` an ffmpeg input."""
+
+    def __init__(self, index: TarIndex, task: str):
+        self.index, self.task = index, task
+        self.name = index.source.name
+        rule = layout.MemberRule(task)
+        folders: dict[str, dict[str, str]] = {}
+        shards: dict[str, int] = {}
+        for member in index.members:
+            shard, sample, file = rule.split(member)
+            if shards.setdefault(sample, shard) != shard:
+                raise PersistbenchError(f"{self.name}: sample {sample} is in two shards; refused")
+            folders.setdefault(sample, {})[file] = member
+        for sample, files in folders.items():
+            for file in layout.MEMBERS:
+                if file not in files:
+                    missing = layout.member_path(shards[sample], task, sample, file)
+                    raise PersistbenchError(f"{self.name}: member {missing} is missing")
+        self.members = folders
+        self.samples = {s: Sample(task, s, shards[s]) for s in sorted(folders)}
+
+    def member(self, sample: str, file: str) -> str:
+        return self.members[sample][file]
+
+    def read(self, sample: str, file: str, limit: int) -> bytes:
+        return self.index.read(self.member(sample, file), limit)
+
+    def where(self, sample: str, file: str) -> str:
+        """How messages name a member: ``<archive>: <member>``."""
+        return f"{self.name}: {self.member(sample, file)}"
+
+    def video(self, sample: str, file: str) -> str:
+        return self.index.ffmpeg_input(self.member(sample, file))
+
+    def text(self, sample: str, file: str = layout.PROMPT) -> str:
+        try:
+            return self.read(sample, file, MAX_TEXT).decode("utf-8")
+        except UnicodeDecodeError:
+            raise PersistbenchError(f"{self.where(sample, file)}: not UTF-8 text") from None
+
+    def metadata(self, sample: str) -> dict:
+        try:
+            data = json.loads(self.read(sample, layout.METADATA, MAX_METADATA))
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+            raise PersistbenchError(f"{self.where(sample, layout.METADATA)}: not JSON: {e}") from None
+        if not isinstance(data, dict):
+            raise PersistbenchError(f"{self.where(sample, layout.METADATA)}: must hold a JSON object")
+        return data
+
+    def video_split(self, sample: str) -> VideoSplit:
+        where = self.where(sample, layout.METADATA)
+        split = self.metadata(sample).get("video_split")
+        if not isinstance(split, dict):
+            raise PersistbenchError(f"{where}: no video_split object")
+        if split.get("method") not in SPLIT_METHODS:
+            raise PersistbenchError(f"{where}: video_split.method must be one of {list(SPLIT_METHODS)}")
+        values = {}
+        for key in ("input_pad_start_frames", "target_pad_end_frames", "seam_overlap_frames"):
+            v = split.get(key, 0)
+            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 10_000:
+                raise PersistbenchError(f"{where}: video_split.{key} must be an integer in [0, 10000]")
+            values[key] = v
+        return VideoSplit(split["method"], **values)
+
+    def category(self, sample: str) -> str | None:
+        """The category the sample's metadata names (``category``, or under ``provenance``/``parameters``)."""
+        meta = self.metadata(sample)
+        for holder in (meta, meta.get("provenance"), meta.get("parameters")):
+            if isinstance(holder, dict) and "category" in holder:
+                found = category_id(holder["category"])
+                if found is None:
+                    raise PersistbenchError(
+                        f"{self.where(sample, layout.METADATA)}: category {holder['category']!r} is not one of "
+                        f"{', '.join(CATEGORIES)}"
+                    )
+                return found
+        return None
+
+    def trajectory(self, sample: str) -> dict[str, np.ndarray]:
+        """``trajectory.npz`` loaded with ``allow_pickle=False``, its decompressed size bounded."""
+        where = self.where(sample, layout.TRAJECTORY)
+        data = self.read(sample, layout.TRAJECTORY, MAX_TRAJECTORY)
+        try:
+            with zipfile.ZipFile(io.BytesIO(data)) as z:
+                if sum(i.file_size for i in z.infolist()) > MAX_TRAJECTORY:
+                    raise PersistbenchError(f"{where}: decompresses to more than {MAX_TRAJECTORY >> 20} MiB")
+            with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+                return {k: npz[k] for k in npz.files}
+        except (ValueError, OSError, zipfile.BadZipFile, EOFError) as e:
+            raise PersistbenchError(f"{where}: unsafe or malformed .npz: {e}".splitlines()[0]) from None
+
+
+def _index_path(location: Location, entry: ArchiveEntry, source: ByteSource) -> Path:
+    if location.local and os.access(source.path.parent, os.W_OK):
+        return index_path(source.path)
+    return index_cache() / f"{entry.sha256}.json"
+
+
+def open_archive(location: Location, entry: ArchiveEntry) -> Archive:
+    """The task's archive, indexed (from the cache when it was made for this archive), its member count checked."""
+    path = layout.archive_path(entry.task)
+    source = location.source(path)
+    index = cached_index(
+        source, entry.sha256, layout.MemberRule(entry.task).problem, _index_path(location, entry, source)
+    )
+    if len(index.members) != entry.members:
+        raise PersistbenchError(f"{source.name}: {len(index.members)} members, {layout.CHECKSUMS} says {entry.members}")
+    return Archive(index, entry.task)
+
+
+def build_archive(source: ByteSource, task: str) -> Archive:
+    """An archive indexed from its headers now (no cache), for checks of a whole archive."""
+    return Archive(build_index(source, layout.MemberRule(task).problem), task)
+
+
+def pick(task: str, samples: list[str], per_task: int | None) -> list[str]:
+    """``per_task`` samples of a task (all when None), sorted: those with the smallest
+    ``sha256("<task>/<sample>")``, so the choice depends on the task and its samples only, and a
+    larger ``per_task`` keeps every sample a smaller one picked."""
+    if per_task is None or per_task >= len(samples):
+        return sorted(samples)
+    ranked = sorted(samples, key=lambda s: hashlib.sha256(f"{task}/{s}".encode()).hexdigest())
+    return sorted(ranked[:per_task])
+
+
+def match_tasks(tasks: list[str], patterns: tuple[str, ...] | None, where: str) -> list[str]:
+    """The tasks named by ``patterns`` (names or globs; all when None); a pattern that names none is an error."""
+    if not patterns:
+        return sorted(tasks)
+    chosen = set()
+    for p in patterns:
+        hits = fnmatch.filter(tasks, p)
+        if not hits:
+            raise UsageError(f"--tasks {p}: no such task in {where}")
+        chosen.update(hits)
+    return sorted(chosen)
+
+
+@functools.lru_cache(maxsize=4)
+def _checksums(location: Location) -> dict[str, ArchiveEntry]:
+    return parse_checksums(location.read(layout.CHECKSUMS, MAX_CHECKSUMS), f"{location.id}/{layout.CHECKSUMS}")
+
+
+def checksums(location: Location) -> dict[str, ArchiveEntry]:
+    """The corpus's ``checksums.txt``, parsed once per location object."""
+    return _checksums(location)
+
+
+def sha256_of(source: ByteSource, chunk: int = 8 << 20) -> str:
+    """The sha256 of every byte of an archive, read in ``chunk``-byte pieces."""
+    h = hashlib.sha256()
+    for offset in range(0, source.size, chunk):
+        data = source.read(offset, min(chunk, source.size - offset))
+        if not data:
+            raise PersistbenchError(f"{source.name}: truncated at byte {offset}")
+        h.update(data)
+    return h.hexdigest()

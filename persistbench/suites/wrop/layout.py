@@ -1,0 +1,70 @@
+"""WROP's names: the corpus's files and the members of its archives, and the rule every member name obeys.
+
+The corpus (the Hugging Face dataset ``Hokin/object-permanence``)::
+
+    train/checksums.txt                 one line per archive: <sha256> <file name> <member count>
+    train/<task>_task.tar               one archive per task
+      train/shard<K>/<task>_task/<task>_<NNNN>/<member>    K >= 1, NNNN four digits or more
+
+with ``<member>`` one of :data:`MEMBERS`. A sample is named by its folder, ``<task>_<NNNN>``.
+"""
+
+from __future__ import annotations
+
+import re
+
+HUB_REPO = "Hokin/object-permanence"
+SPLIT = "train"
+CHECKSUMS = f"{SPLIT}/checksums.txt"
+INPUT_VIDEO, TARGET_VIDEO = "input_video.mp4", "target_video.mp4"
+PROMPT, TRAJECTORY, METADATA = "prompt.txt", "trajectory.npz", "metadata.json"
+MEMBERS = (INPUT_VIDEO, TARGET_VIDEO, PROMPT, TRAJECTORY, METADATA)
+
+TASK_RE = re.compile(r"[a-z0-9]+(?:_[a-z0-9]+)*")
+_ARCHIVE_RE = re.compile(rf"({TASK_RE.pattern})_task\.tar")
+_SAMPLE = r"({task})_(\d{{4,}})"
+
+
+def archive_name(task: str) -> str:
+    """``<task>_task.tar``."""
+    return f"{task}_task.tar"
+
+
+def archive_path(task: str) -> str:
+    """The archive of ``task`` relative to the corpus root: ``train/<task>_task.tar``."""
+    return f"{SPLIT}/{archive_name(task)}"
+
+
+def task_of_archive(name: str) -> str | None:
+    """The task of an archive file name, or None when the name is not ``<task>_task.tar``."""
+    m = _ARCHIVE_RE.fullmatch(name)
+    return m.group(1) if m else None
+
+
+def member_path(shard: int, task: str, sample: str, member: str) -> str:
+    """A member's name inside its task's archive."""
+    return f"{SPLIT}/shard{shard}/{task}_task/{sample}/{member}"
+
+
+class MemberRule:
+    """The member names an archive of ``task`` may hold: its folders and the files of :data:`MEMBERS`."""
+
+    def __init__(self, task: str):
+        t = re.escape(task)
+        sample = _SAMPLE.format(task=t)
+        self.task = task
+        self._file = re.compile(
+            rf"{SPLIT}/shard([1-9]\d{{0,2}})/{t}_task/{sample}/({'|'.join(map(re.escape, MEMBERS))})"
+        )
+        self._dir = re.compile(rf"{SPLIT}(?:/shard[1-9]\d{{0,2}}(?:/{t}_task(?:/{sample})?)?)?")
+
+    def problem(self, name: str) -> str | None:
+        """Why ``name`` is not a member of this task's archive, or None (directories without a trailing slash)."""
+        if self._file.fullmatch(name) or self._dir.fullmatch(name):
+            return None
+        return f"not a name of the {self.task} archive's layout (train/shard<K>/{self.task}_task/{self.task}_<NNNN>/<file>)"
+
+    def split(self, name: str) -> tuple[int, str, str] | None:
+        """``(shard, sample, member)`` of a file member's name, or None for a folder."""
+        m = self._file.fullmatch(name)
+        return (int(m.group(1)), f"{m.group(2)}_{m.group(3)}", m.group(4)) if m else None

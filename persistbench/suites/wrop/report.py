@@ -1,0 +1,84 @@
+"""WROP's sections of the report: the continuation leaderboard (Overall and per category, full frame and
+changed region, with the gain over hold) and per-frame curves (score and gain against frames into the
+continuation)."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable
+
+import numpy as np
+
+from ...figures import data_uri, figure_png, fmt, pyplot, table
+from ...registry import order
+from .scoring import REGIONS
+
+
+def _metrics(runs: list[dict]) -> list[str]:
+    return order({m for r in runs for m in r["summary"]["overall"]["full"]})
+
+
+def curves(runs: list[dict], metric: str) -> bytes:
+    """Two panels per region: the mean model score and the mean gain over hold per target frame index."""
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 2 * len(REGIONS), figsize=(3.2 * 2 * len(REGIONS), 2.8), squeeze=False)
+    for j, region in enumerate(REGIONS):
+        for k, what in enumerate(("model", "gain")):
+            ax = axes[0][2 * j + k]
+            for r in runs:
+                series = r["summary"]["curves"][region].get(metric, {}).get(what, [])
+                y = np.array([np.nan if v is None else v for v in series], float)
+                ax.plot(np.arange(1, len(y) + 1), y, lw=1.2, label=r["name"])
+            if what == "gain":
+                ax.axhline(0.0, color="#444", lw=0.8)
+            ax.set_xlabel("frames into the continuation", fontsize=8)
+            ax.set_title(f"{metric} {'gain over hold' if what == 'gain' else ''} ({region})", fontsize=9)
+    axes[0][0].legend(fontsize=7)
+    return figure_png(fig)
+
+
+def steps(runs: list[dict]) -> int:
+    return len(_metrics(runs))
+
+
+def sections(runs: list[dict], advance: Callable[[int], object]) -> tuple[str, list[str], list[str]]:
+    metrics = _metrics(runs)
+    note = (
+        "Continuation scores of our protocol wrop-cont-v1: each target frame against the target video, on the "
+        "full frame and inside the changed region (where the target differs from the last input frame). Gain: "
+        "the model's score minus that of holding the last input frame, on the same frames (LPIPS negated), so "
+        "positive is better than copying and the hold baseline scores 0. Categories and Overall weigh each task "
+        "equally."
+    )
+    head = ["run", "model", "tasks", "cases"]
+    head += [f"{m} {region} {what}" for region in REGIONS for m in metrics for what in ("", "gain")]
+    rows = []
+    for r in runs:
+        s = r["summary"]
+        cells = [r["name"], str(s.get("model")), str(s["overall"]["tasks"]), str(s["overall"]["cases"])]
+        for region in REGIONS:
+            for m in metrics:
+                block = s["overall"][region].get(m, {})
+                cells += [fmt(block.get("model")), fmt(block.get("gain"))]
+        rows.append(cells)
+    board = ["<h2>Leaderboard (Overall)</h2>", table("leaderboard", [h.replace("  ", " ") for h in head], rows)]
+    categories = sorted({c for r in runs for c in r["summary"]["categories"]})
+    cat_head = ["run", "category", "tasks"] + [f"{m} {region} gain" for region in REGIONS for m in metrics]
+    cat_rows = [
+        [r["name"], c, str(r["summary"]["categories"][c]["tasks"])]
+        + [fmt(r["summary"]["categories"][c][region].get(m, {}).get("gain")) for region in REGIONS for m in metrics]
+        for r in runs
+        for c in categories
+        if c in r["summary"]["categories"]
+    ]
+    board += ["<h2>Per category</h2>", table("categories", cat_head, cat_rows)]
+    excluded = sorted({t for r in runs for t in r["summary"].get("excluded_tasks", [])})
+    if excluded:
+        board.append(f"<p class='note'>Excluded by the protocol: {html.escape(', '.join(excluded))}</p>")
+    unavailable = {m: why for r in runs for m, why in r["summary"].get("unavailable", {}).items()}
+    board += [f"<p class='note'>{html.escape(m)} unavailable: {html.escape(why)}</p>" for m, why in unavailable.items()]
+    figures = ["<h2>Per-frame curves</h2><p class='note'>Mean over the cases that score each target frame.</p>"]
+    for m in metrics:
+        figures.append(f'<img alt="curves {html.escape(m)}" src="{data_uri(curves(runs, m))}">')
+        advance(1)
+    return note, board, figures

@@ -1,0 +1,307 @@
+"""WROP's continuation scores (``wrop-cont-v1``, ours): per target frame, against the target video, and over hold.
+
+Per case, at the protocol's evaluation size (``eval_size``; null: the target video's): every
+scored target frame (``video_split``'s seam overlap, at the start, and end padding excluded) gets
+each metric twice, on the full frame and inside the *changed region*: the pixels where the target
+frame differs from the last input frame by more than ``tau`` (of 255, the largest channel
+difference), dilated by ``dilate_px`` (an ellipse). The region comes from the ground truth only,
+so every model is scored on the same pixels; a frame whose region is empty has no changed-region
+value (excluded and counted). The same values are computed for *hold*, the last input frame
+repeated, in the same run; a metric's *gain* is the model's value minus hold's, frame by frame,
+negated for metrics where lower is better (LPIPS), so that a positive gain is better than copying
+the last frame and the ``hold`` model scores exactly 0.
+
+Aggregates: a case is the mean over its frames; a task the mean over its cases; a category and
+Overall the mean over tasks (equal weight per task), with counts; tasks named by
+``exclude_tasks`` (names or globs) are scored but left out of every aggregate. Per-frame curves
+average each target frame index over the cases that score it.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from ...protocol import (
+    LPIPS_SECTION,
+    PSNR_SECTION,
+    SSIM_SECTION,
+    Protocol,
+    metric_list,
+    name_list,
+    number,
+    one_of,
+    optional,
+    section,
+    size_hw,
+)
+from ...registry import METRICS, FrameBatch, order
+from ...sampling import RGB_RESIZE
+from ..base import CaseScores
+
+REGIONS = ("full", "changed")
+ROLES = ("model", "hold")
+WROP_METRICS = ("psnr", "ssim", "lpips")
+BATCH = 8  # frames per metric call: LPIPS of 8 frames at 1280 x 720 stays under ~2 GB
+
+SCHEMA = {
+    "metrics": metric_list(WROP_METRICS),
+    "eval_size": optional(size_hw),
+    "resize": section({"rgb": one_of(*RGB_RESIZE)}),
+    "changed_region": section(
+        {
+            "reference": one_of("last input frame"),
+            "tau": number(0.0, 1.0),
+            "dilate_px": number(0, 64, integer=True),
+        }
+    ),
+    "psnr": PSNR_SECTION,
+    "ssim": SSIM_SECTION,
+    "lpips": LPIPS_SECTION,
+    "frames": one_of("target frames but video_split's seam_overlap_frames (first) and target_pad_end_frames (last)"),
+    "gain": one_of("per frame: model minus hold (the last input frame), negated where lower is better"),
+    "exclude_tasks": name_list,
+    "aggregate": one_of(
+        "per case: mean over scored frames (NaN excluded and counted); per task: equal weight per case; "
+        "per category and overall: equal weight per task"
+    ),
+}
+
+
+def changed_region(targets: np.ndarray, last: np.ndarray, tau: float, dilate_px: int) -> np.ndarray:
+    """``(N, H, W)`` bool: where each target frame ``(N, H, W, 3)`` differs from ``last`` ``(H, W, 3)``
+    (both uint8) by more than ``tau * 255`` in some channel, dilated by an ellipse of radius ``dilate_px``."""
+    import cv2
+
+    diff = np.abs(targets.astype(np.int16) - last.astype(np.int16)[None]).max(-1) > tau * 255.0
+    if dilate_px <= 0:
+        return diff
+    kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * dilate_px + 1, 2 * dilate_px + 1))
+    return np.stack([cv2.dilate(d.astype(np.uint8), kernel) > 0 for d in diff]) if len(diff) else diff
+
+
+@dataclass
+class ContCaseScores(CaseScores):
+    """One sample's scores (``scores/<protocol>/<category>/<sample>.json``); the JSON form is :meth:`to_json`.
+
+    ``values[region][metric][role]`` holds one value per scored frame (``scored_frames``, target
+    frame indices; None where the frame has no value); ``means[region][metric]`` the model's and
+    hold's means, the mean gain and the frame counts; ``changed_fraction`` the changed region's
+    share of each scored frame.
+    """
+
+    uid: str
+    subset: str  # the category
+    task: str
+    method: str
+    target_frames: int
+    size: list[int]  # [w, h] of the evaluation
+    scored_frames: list[int]
+    changed_fraction: list[float]
+    values: dict[str, dict[str, dict[str, list[float | None]]]]
+    means: dict[str, dict[str, dict]]
+    unavailable: dict[str, str]
+
+
+def _none(v: float) -> float | None:
+    return None if v is None or not math.isfinite(v) else float(v)
+
+
+def _values(metric: str, preds: np.ndarray, refs: np.ndarray, masks: np.ndarray, params: dict, lpips) -> list:
+    out: list[float | None] = []
+    for a in range(0, len(preds), BATCH):
+        batch = FrameBatch(preds[a : a + BATCH], refs[a : a + BATCH], masks[a : a + BATCH], [], math.nan, lpips)
+        out += [_none(v) for v in METRICS[metric].function(batch, params)]
+    return out
+
+
+def case_means(values: dict[str, list], higher_is_better: bool) -> dict:
+    """The model's and hold's means over their valid frames, and the mean gain over frames where both are valid."""
+    model, hold = values["model"], values["hold"]
+    sign = 1.0 if higher_is_better else -1.0
+    gains = [sign * (m - h) for m, h in zip(model, hold) if m is not None and h is not None]
+    valid = [v for v in model if v is not None]
+    valid_hold = [v for v in hold if v is not None]
+    return {
+        "model": float(np.mean(valid)) if valid else None,
+        "hold": float(np.mean(valid_hold)) if valid_hold else None,
+        "gain": float(np.mean(gains)) if gains else None,
+        "frames": len(gains),
+        "nan": len(model) - len(gains),
+    }
+
+
+def score_frames(
+    preds: np.ndarray, targets: np.ndarray, last: np.ndarray, scored: range, protocol: Protocol, ctx, ids: dict
+) -> ContCaseScores:
+    """Scores of one continuation: ``preds`` and ``targets`` ``(N, H, W, 3)`` uint8 and ``last`` (the last
+    input frame) at the evaluation size; ``scored`` the target frames that count."""
+    idx = list(scored)
+    refs, model = targets[idx], preds[idx]
+    hold = np.repeat(last[None], len(idx), 0)
+    cfg = protocol.config["changed_region"]
+    regions = {
+        "full": np.ones(refs.shape[:3], bool),
+        "changed": changed_region(refs, last, cfg["tau"], cfg["dilate_px"]),
+    }
+    lpips = ctx.lpips if ctx.lpips is not None and not isinstance(ctx.lpips, str) else None
+    values: dict = {r: {} for r in REGIONS}
+    means: dict = {r: {} for r in REGIONS}
+    unavailable, note = {}, None
+    for m in order(ctx.wanted):
+        if "extra:lpips" in METRICS[m].needs and lpips is None:
+            note = ctx.lpips if isinstance(ctx.lpips, str) else "LPIPS was not loaded"
+            unavailable[m] = note
+            continue
+        for r, masks in regions.items():
+            values[r][m] = {
+                role: _values(m, frames, refs, masks, protocol.params(m), lpips)
+                for role, frames in (("model", model), ("hold", hold))
+            }
+            means[r][m] = case_means(values[r][m], METRICS[m].higher_is_better)
+    h, w = refs.shape[1:3] if len(idx) else targets.shape[1:3]
+    return ContCaseScores(
+        uid=ids["sample"],
+        subset=ids["category"],
+        task=ids["task"],
+        method=ids["method"],
+        target_frames=len(targets),
+        size=[int(w), int(h)],
+        scored_frames=idx,
+        changed_fraction=[float(x.mean()) for x in regions["changed"]],
+        values=values,
+        means=means,
+        unavailable=unavailable,
+        lpips_unavailable=note,
+        protocol=protocol.name,
+        protocol_sha256=protocol.sha256,
+        requested=order(ctx.wanted),
+        prediction_sha256=ids["prediction"],
+    )
+
+
+def merge(new: dict, old: dict) -> dict:
+    """Keep the metrics an earlier scoring of the same prediction under the same protocol computed and this one did not."""
+    kept = [m for m in old.get("values", {}).get("full", {}) if m not in new["requested"] and m in WROP_METRICS]
+    for m in kept:
+        for r in REGIONS:
+            new["values"][r][m], new["means"][r][m] = old["values"][r][m], old["means"][r][m]
+    new["requested"] = order(set(new["requested"]) | set(kept))
+    return new
+
+
+# ---------------------------------------------------------------- aggregates
+
+
+@dataclass
+class WropSummary:
+    """``summary.json``'s body. ``tasks[t]``: category, case counts and, per region and metric, the mean
+    model, hold and gain over its cases; ``categories`` and ``overall`` the means over tasks;
+    ``curves[region][metric]``: per target frame index, the mean model value and gain and the cases."""
+
+    tasks: dict[str, dict]
+    categories: dict[str, dict]
+    overall: dict[str, dict]
+    curves: dict[str, dict]
+    excluded_tasks: list[str]
+    unavailable: dict[str, str]
+    cases: int
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def _mean(values: list) -> float | None:
+    valid = [v for v in values if v is not None]
+    return float(np.mean(valid)) if valid else None
+
+
+def _block(rows: list[dict], metrics: list[str]) -> dict:
+    """Per region and metric: the mean of ``rows``' model, hold and gain, and how many rows hold a gain."""
+    out = {}
+    for r in REGIONS:
+        out[r] = {}
+        for m in metrics:
+            cells = [row[r][m] for row in rows if m in row[r]]
+            out[r][m] = {k: _mean([c[k] for c in cells]) for k in ("model", "hold", "gain")}
+            out[r][m]["n"] = sum(c["gain"] is not None for c in cells)
+    return out
+
+
+def summarise(results: list[dict], exclude: list[str]) -> WropSummary:
+    """Task, category and overall means (equal weight per task) and per-frame curves of the per-case records."""
+    metrics = order({m for r in results for m in r["values"].get("full", {})})
+    tasks = sorted({r["task"] for r in results})
+    excluded = [t for t in tasks if any(fnmatch.fnmatchcase(t, p) for p in exclude)]
+    kept = [r for r in results if r["task"] not in excluded]
+    per_task = {}
+    for t in tasks:
+        rows = [r for r in results if r["task"] == t]
+        per_task[t] = {
+            "category": rows[0]["subset"],
+            "cases": len(rows),
+            "excluded": t in excluded,
+            **_block([r["means"] for r in rows], metrics),
+        }
+    live = {t: v for t, v in per_task.items() if not v["excluded"]}
+    categories = {}
+    for c in sorted({v["category"] for v in live.values()}):
+        members = [v for v in live.values() if v["category"] == c]
+        categories[c] = {"tasks": len(members), "cases": sum(v["cases"] for v in members), **_block(members, metrics)}
+    overall = {"tasks": len(live), "cases": len(kept), **_block(list(live.values()), metrics)}
+    curves: dict = {r: {} for r in REGIONS}
+    length = max((r["target_frames"] for r in kept), default=0)
+    sign = {m: 1.0 if METRICS[m].higher_is_better else -1.0 for m in metrics}
+    for reg in REGIONS:
+        for m in metrics:
+            model: list[list[float]] = [[] for _ in range(length)]
+            gain: list[list[float]] = [[] for _ in range(length)]
+            for r in kept:
+                v = r["values"][reg].get(m)
+                for i, t in enumerate(r["scored_frames"] if v else ()):
+                    if v["model"][i] is not None and v["hold"][i] is not None:
+                        model[t].append(v["model"][i])
+                        gain[t].append(sign[m] * (v["model"][i] - v["hold"][i]))
+            curves[reg][m] = {
+                "model": [_mean(x) for x in model],
+                "gain": [_mean(x) for x in gain],
+                "cases": [len(x) for x in model],
+            }
+    unavailable = {m: why for r in results for m, why in r.get("unavailable", {}).items()}
+    return WropSummary(per_task, categories, overall, curves, excluded, unavailable, len(results))
+
+
+def _fmt(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.4f}"
+
+
+def tables(summary: dict) -> tuple[list[str], dict[str, str]]:
+    """``summary.md``'s tables (one per region: categories and Overall) and ``leaderboard.csv``'s columns."""
+    metrics = list(summary["overall"]["full"])
+    lines, row = [], {}
+    for reg in REGIONS:
+        lines += [
+            f"**{reg} frame**" if reg == "full" else "**changed region**",
+            "",
+            "| category | tasks | cases | " + " | ".join(f"{m} | {m} gain" for m in metrics) + " |",
+            "| --- | --- | --- | " + " | ".join("--- | ---" for _ in metrics) + " |",
+        ]
+        blocks = [*summary["categories"].items(), ("**Overall**", summary["overall"])]
+        for name, block in blocks:
+            cells = [f"{_fmt(block[reg][m]['model'])} | {_fmt(block[reg][m]['gain'])}" for m in metrics]
+            lines.append(f"| {name} | {block['tasks']} | {block['cases']} | " + " | ".join(cells) + " |")
+            key = "overall" if name == "**Overall**" else name
+            for m in metrics:
+                for k in ("model", "gain"):
+                    v = block[reg][m][k]
+                    row[f"{key}/{reg}/{m}{'' if k == 'model' else '_gain'}"] = "" if v is None else f"{v:.6f}"
+        lines.append("")
+    if summary["excluded_tasks"]:
+        lines.append(f"Excluded by the protocol: {', '.join(summary['excluded_tasks'])}.")
+    for m, why in summary["unavailable"].items():
+        lines.append(f"{m}: unavailable ({why}).")
+    lines.append(f"{summary['cases']} cases; gain = model minus hold (the last input frame), positive is better.")
+    return lines, row

@@ -1,0 +1,324 @@
+"""WROP as a suite: the corpus read in place, video continuation, ``wrop-cont-v1`` scores.
+
+Cases are ``(category, <task>_<NNNN>)``. The dataset root is the corpus (:mod:`.corpus`: a folder,
+an ``http(s)`` URL or ``hf://datasets/<repo>[@revision]``), narrowed by suite options that are
+recorded in ``run.json`` so that ``score`` sees the same cases: ``tasks`` (names or globs),
+``per_task`` (a deterministic subset per task, :func:`.corpus.pick`) and ``categories`` (a JSON
+file ``{task: category}`` for tasks whose metadata names none).
+
+What the model gets (:meth:`Wrop.request`): the input video's frames (``num_frames`` of them
+evenly spaced, the last included; centre-cropped and resized to its ``resolution``), the prompt,
+no cameras, and ``n_targets``, the target video's length; it returns that many frames at the
+input's size, written as a lossless ``<run>/<category>/<sample>/gen.mp4``.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from pathlib import Path
+
+import numpy as np
+
+from ...errors import PersistbenchError, UsageError
+from ...files import read_json
+from ...layout import STATE_DIR, RunLayout
+from ...names import name_problem
+from ...protocol import Protocol
+from ...sampling import crop_box, crop_resize, sample_indices, target_size
+from ...video import probe, read_frames
+from ..base import CaseRef, Prediction, Request, ScoreContext, Suite
+from . import corpus, layout, scoring
+
+MAX_SIDE = 4096
+
+
+@functools.lru_cache(maxsize=4)
+def _location(root: str) -> corpus.Location:
+    return corpus.open_location(root)
+
+
+class Wrop(Suite):
+    name = "wrop"
+    title = "WROP"
+    protocols = ("wrop-cont-v1",)
+    protocol_schema = scoring.SCHEMA
+    subsets = corpus.CATEGORIES
+    external_label = "external videos"
+    remote = True  # the root may be a URL
+    case_options = ("tasks", "per_task", "categories")
+
+    def __init__(self, root, options=None):
+        super().__init__(root, options)
+        self.location_text = str(root)
+        self.location = _location(self.location_text)
+        per_task = self.options.get("per_task")
+        if per_task is not None and (isinstance(per_task, bool) or not isinstance(per_task, int) or per_task < 1):
+            raise UsageError(f"--per-task {per_task}: must be a positive integer")
+        self._archives: dict[str, corpus.Archive] = {}
+
+    @classmethod
+    def detect(cls, root: Path) -> bool:
+        return (Path(root) / layout.CHECKSUMS).is_file()
+
+    def dataset_id(self) -> str:
+        return self.location.id
+
+    # ---------------------------------------------------------------- data
+
+    @functools.cached_property
+    def entries(self) -> dict[str, corpus.ArchiveEntry]:
+        return corpus.checksums(self.location)
+
+    def archive(self, task: str) -> corpus.Archive:
+        if task not in self._archives:
+            if task not in self.entries:
+                raise PersistbenchError(f"{self.location.id}: unknown task {task!r} (not in {layout.CHECKSUMS})")
+            self._archives[task] = corpus.open_archive(self.location, self.entries[task])
+        return self._archives[task]
+
+    @functools.cached_property
+    def _mapping(self) -> dict[str, str]:
+        path = self.options.get("categories")
+        if not path:
+            return {}
+        data = read_json(path)
+        if not isinstance(data, dict):
+            raise PersistbenchError(f"{path}: must hold a JSON object {{task: category}}")
+        out = {}
+        for task, cat in data.items():
+            if corpus.category_id(cat) is None:
+                raise PersistbenchError(
+                    f"{path}: {task}: category {cat!r} is not one of {', '.join(corpus.CATEGORIES)}"
+                )
+            out[task] = corpus.category_id(cat)
+        return out
+
+    def category(self, task: str) -> str:
+        """The task's category: from its first sample's metadata, else from the ``categories`` file."""
+        archive = self.archive(task)
+        found = archive.category(next(iter(archive.samples))) if archive.samples else None
+        found = found or self._mapping.get(task)
+        if found is None:
+            raise PersistbenchError(
+                f"{archive.name}: unknown task {task!r}: its metadata names no category and no --categories file "
+                "maps it"
+            )
+        return found
+
+    @functools.cached_property
+    def _cases(self) -> dict[tuple[str, str], str]:
+        """(category, sample) -> task, in order."""
+        tasks = corpus.match_tasks(list(self.entries), self.options.get("tasks"), self.location.id)
+        out = {}
+        for task in tasks:
+            cat = self.category(task)
+            for sample in corpus.pick(task, list(self.archive(task).samples), self.options.get("per_task")):
+                out[cat, sample] = task
+        return dict(sorted(out.items()))
+
+    def cases(self) -> list[CaseRef]:
+        return [CaseRef(c, s) for c, s in self._cases]
+
+    def sample(self, ref) -> tuple[corpus.Archive, str]:
+        try:
+            task = self._cases[ref.subset, ref.case_id]
+        except KeyError:
+            raise PersistbenchError(f"{self.location.id}: no case {ref.subset}/{ref.case_id}") from None
+        return self.archive(task), ref.case_id
+
+    def fingerprint(self) -> str:
+        h = hashlib.sha256()
+        for task, entry in sorted(self.entries.items()):
+            h.update(f"{task} {entry.sha256} {entry.members}\n".encode())
+        for cat, sample in self._cases:
+            h.update(f"{cat}/{sample}\n".encode())
+        return h.hexdigest()
+
+    def verify(self, progress: bool = False) -> tuple[list[str], int]:
+        """Every selected archive in full: its sha256 and member count against ``checksums.txt``, every member
+        name, and each selected sample's metadata, prompt, trajectory and videos."""
+        from tqdm import tqdm
+
+        problems: list[str] = []
+        try:
+            tasks = corpus.match_tasks(list(self.entries), self.options.get("tasks"), self.location.id)
+        except PersistbenchError as e:
+            return [str(e)], 0
+        checked = 0
+        for task in tqdm(tasks, desc="verify", unit="archive", disable=not progress):
+            entry = self.entries[task]
+            try:
+                source = self.location.source(layout.archive_path(task))
+                digest = corpus.sha256_of(source)
+                if digest != entry.sha256:
+                    problems.append(
+                        f"{source.name}: sha256 {digest[:12]}..., {layout.CHECKSUMS} says {entry.sha256[:12]}..."
+                    )
+                    continue
+                archive = self.archive(task)
+                self.category(task)
+                for sample in corpus.pick(task, list(archive.samples), self.options.get("per_task")):
+                    checked += 1
+                    self._check_sample(archive, sample)
+            except PersistbenchError as e:
+                problems.append(str(e))
+        return problems, checked
+
+    @staticmethod
+    def _check_sample(archive: corpus.Archive, sample: str) -> None:
+        archive.video_split(sample)
+        archive.text(sample)
+        archive.trajectory(sample)
+        for video in (layout.INPUT_VIDEO, layout.TARGET_VIDEO):
+            info = probe(archive.video(sample, video))
+            if max(info["width"], info["height"]) > MAX_SIDE:
+                raise PersistbenchError(f"{archive.where(sample, video)}: larger than {MAX_SIDE} pixels a side")
+
+    # ---------------------------------------------------------------- getting the data
+
+    @classmethod
+    def fetch(cls, output, repo, revision, from_dir, include, progress, tasks=None) -> str:
+        """Whole archives with ``checksums.txt`` verified (:mod:`.fetch`), resumable; ``include`` does not apply."""
+        from .fetch import fetch_corpus
+
+        n = fetch_corpus(Path(output), repo, revision, from_dir, tasks, progress)
+        return f"fetched {n} archive(s) into {Path(output) / layout.SPLIT}; check with: persistbench verify {output}"
+
+    # ---------------------------------------------------------------- synthetic data
+
+    SYNTH_OPTIONS = {"scenes": "samples", "seed": "seed", "view_size": "size"}
+
+    @classmethod
+    def synthesize(cls, out: Path, config_file: str | None, options: dict, progress: bool = True) -> str:
+        """A tiny corpus of tars (:mod:`persistbench.suites.wrop.synth`)."""
+        from ...files import check_writable
+        from ...synth import build_config
+        from .synth import WropSynthConfig, make
+
+        given = {}
+        for name, value in options.items():
+            if name not in cls.SYNTH_OPTIONS:
+                raise UsageError(f"--{name.replace('_', '-')}: does not apply to --suite wrop")
+            given[cls.SYNTH_OPTIONS[name]] = (value[1], value[0]) if name == "view_size" else value
+        cfg = build_config(WropSynthConfig, config_file, given)
+        check_writable(out)
+        tasks = make(out, cfg, progress)
+        return f"wrote {len(tasks)} archive(s) of {cfg.samples} sample(s) each: {out / layout.SPLIT}"
+
+    # ---------------------------------------------------------------- inference
+
+    def sampling_note(self) -> str:
+        return (
+            "num_frames input frames evenly spaced over the input video (the last included), centre-cropped to the "
+            "aspect ratio and area-resized; no cameras; n_targets = the target video's length"
+        )
+
+    def _decode(self, archive: corpus.Archive, sample: str, video: str) -> np.ndarray:
+        where = archive.where(sample, video)
+        info = probe(archive.video(sample, video))
+        if max(info["width"], info["height"]) > MAX_SIDE:
+            raise PersistbenchError(f"{where}: {info['width']}x{info['height']}, larger than {MAX_SIDE} a side")
+        frames = list(read_frames(archive.video(sample, video)))
+        if not frames:
+            raise PersistbenchError(f"{where}: no frames")
+        return np.stack(frames)
+
+    def request(self, ref, num_frames: int, resolution: tuple[int, int], oracle: bool) -> Request:
+        archive, sample = self.sample(ref)
+        inputs = self._decode(archive, sample, layout.INPUT_VIDEO)
+        targets = self._decode(archive, sample, layout.TARGET_VIDEO)
+        size = inputs.shape[1:3]
+        box, out = crop_box(size, resolution), target_size(size, resolution)
+        frames = np.stack([crop_resize(inputs[i], box, out) for i in sample_indices(len(inputs), num_frames)])
+        fps = probe(archive.video(sample, layout.INPUT_VIDEO))["fps"] or 24.0
+        truth = None
+        if oracle:
+            gt = np.stack([crop_resize(f, crop_box(targets.shape[1:3], out), out) for f in targets])
+            truth = (gt, np.ones(gt.shape[:3], bool))
+        return Request(
+            fields={
+                "uid": sample,
+                "input_frames": frames.astype(np.float32) / 255.0,
+                "prompt": archive.text(sample),
+                "n_targets": len(targets),
+            },
+            n_frames=len(targets),
+            size=out,
+            record={"size": [out[1], out[0]], "frames": len(targets), "task": archive.task},
+            ground_truth=truth,
+            video_fps=fps,
+        )
+
+    # ---------------------------------------------------------------- predictions
+
+    def read_prediction(self, run: Path, run_info, ref) -> Prediction | None:
+        path = RunLayout(Path(run)).video_path(ref.subset, ref.case_id)
+        return Prediction((path,), None) if path.is_file() else None
+
+    def predicted(self, run: Path, run_info) -> set[str]:
+        out = set()
+        for cat in sorted(Path(run).iterdir()):
+            if not cat.is_dir() or name_problem(cat.name) or cat.name in ("scores", "logs", STATE_DIR):
+                continue
+            out |= {f"{cat.name}/{s.name}" for s in cat.iterdir() if (s / "gen.mp4").is_file()}
+        return out
+
+    def keys_of(self, case, run_info) -> tuple[str, ...]:
+        return (f"{case.subset}/{case.case_id}",)
+
+    # ---------------------------------------------------------------- scoring
+
+    def score_case(self, ref, pred: Prediction, protocol: Protocol, ctx: ScoreContext) -> dict:
+        archive, sample = self.sample(ref)
+        targets = self._decode(archive, sample, layout.TARGET_VIDEO)
+        last = self._decode(archive, sample, layout.INPUT_VIDEO)[-1]
+        video = pred.files[0]
+        info = probe(video)
+        if max(info["width"], info["height"]) > MAX_SIDE:
+            raise PersistbenchError(f"{video}: {info['width']}x{info['height']}, larger than {MAX_SIDE} a side")
+        preds = []
+        for frame in read_frames(video):
+            if len(preds) == len(targets):  # frames beyond the target's length are ignored
+                break
+            preds.append(frame)
+        if len(preds) < len(targets):
+            raise PersistbenchError(f"{video}: {len(preds)} frames, the target video has {len(targets)}")
+        size = tuple(protocol.config["eval_size"] or targets.shape[1:3])
+        rgb = protocol.config["resize"]["rgb"]
+
+        def fit(frames) -> np.ndarray:
+            return np.stack([crop_resize(f, crop_box(f.shape[:2], size), size, rgb=rgb) for f in frames])
+
+        split = archive.video_split(sample)
+        ids = {
+            "sample": sample,
+            "category": ref.subset,
+            "task": archive.task,
+            "method": split.method,
+            "prediction": pred.digest,
+        }
+        scored = split.scored(len(targets))
+        return scoring.score_frames(fit(preds), fit(targets), fit([last])[0], scored, protocol, ctx, ids).to_json()
+
+    def scored_metrics(self, record: dict) -> set[str]:
+        values = record.get("values")
+        full = values.get("full") if isinstance(values, dict) else None
+        return set(full) if isinstance(full, dict) else set()
+
+    def merge(self, new: dict, old: dict) -> dict:
+        return scoring.merge(new, old)
+
+    def summarise(self, results: list[dict], protocol: Protocol, ctx: ScoreContext) -> tuple[dict, dict]:
+        return {"dataset_options": self.dataset_options()}, scoring.summarise(
+            results, protocol.config["exclude_tasks"]
+        ).to_json()
+
+    def tables(self, summary: dict):
+        return scoring.tables(summary)
+
+    # ---------------------------------------------------------------- report
+
+    @classmethod
+    def owns_summary(cls, summary: dict) -> bool:
+        return "curves" in summary and "categories" in summary
