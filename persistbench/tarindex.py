@@ -29,7 +29,7 @@ from .files import write_json
 
 BLOCK = 512
 CHUNK = 256 << 10  # bytes read at a time while indexing a local file: headers of small members share one read
-REMOTE_CHUNK = 16 << 10  # the same over a network: each read is a request, and what it reads past a header is
+REMOTE_CHUNK = 8 << 10  # the same over a network: each read is a request, and what it reads past a header is
 # mostly video that the index does not need
 MAX_EXTENDED = 1 << 20  # a pax or GNU long-name header larger than this is refused
 INDEX_VERSION = 1

@@ -43,7 +43,8 @@ class HoldModel(BaseModel):
 def region_velocity(last: np.ndarray, earlier: np.ndarray, ys: np.ndarray, xs: np.ndarray, d: int, radius: int):
     """``(vx, vy)`` in pixels per frame of the pixels ``(ys, xs)`` of ``last`` (H, W, 3), found in ``earlier``
     (the frame ``d`` frames before) by block matching: the integer shift within ``radius`` with the least
-    mean squared difference, refined by a parabola through its neighbours, divided by ``d``."""
+    mean squared difference, refined by a parabola through its neighbours unless it matches exactly,
+    divided by ``d``."""
     h, w = last.shape[:2]
     ref = last[ys, xs].astype(np.float32)
     costs = {}
@@ -59,7 +60,7 @@ def region_velocity(last: np.ndarray, earlier: np.ndarray, ys: np.ndarray, xs: n
     c0 = costs[dy, dx]
 
     def vertex(minus: float | None, plus: float | None) -> float:
-        if minus is None or plus is None or minus + plus - 2 * c0 <= 0:
+        if c0 == 0 or minus is None or plus is None or minus + plus - 2 * c0 <= 0:  # an exact match stays
             return 0.0
         return 0.5 * (minus - plus) / (minus + plus - 2 * c0)
 
