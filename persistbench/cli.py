@@ -543,11 +543,10 @@ def score(
     from .score import score as run_score
 
     wanted = None if metric_list is None else tuple(m.strip() for m in metric_list.split(",") if m.strip())
-    dataset, options = dataset_of(pred, dataset)
-    options = {**options, **selection(tasks, per_task, categories), **({"pairs": pairs} if pairs else {})}
+    options = {**selection(tasks, per_task, categories), **({"pairs": pairs} if pairs else {})}
     opts = ScoreOptions(
         pred=Path(pred),
-        dataset=dataset,
+        dataset=dataset if dataset is not None else dataset_of(pred),
         protocol=protocol,
         metrics=wanted,
         device=device,

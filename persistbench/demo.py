@@ -1,10 +1,12 @@
-"""``persistbench demo``: both suites' whole chains, offline, on data made on the spot.
+"""``persistbench demo``: the three suites' whole chains, offline, on data made on the spot.
 
 PersistBench: synth (both subsets) -> a loopback HTTP server -> download through yt-dlp (range
 requests) -> infer with ``hold``, ``reproject`` and ``oracle`` -> score -> report. R2M-Bench
 (``r2m/``): a synthetic checkout -> infer with ``warp`` and ``hold`` -> score (NMR) beside the
-synthetic pose-rendered videos (a reference that remembers perfectly) -> report. Everything lands
-in one output directory; the server is stopped before returning, whatever happens.
+synthetic pose-rendered videos (a reference that remembers perfectly) -> report. WROP (``wrop/``):
+a corpus of tars -> a loopback HTTP server -> infer with ``hold`` and ``flow`` reading the tars in
+place through Range requests -> score (``wrop-cont-v1``, gain over hold) -> report. Everything
+lands in one output directory; the servers are stopped before returning, whatever happens.
 """
 
 from __future__ import annotations
@@ -19,13 +21,16 @@ from .registry import order
 MODELS = ("hold", "reproject", "oracle")
 R2M_MODELS = ("warp", "hold")
 R2M_METRICS = ("frame_psnr", "frame_ssim", "sift_match_ratio", "sift_inlier_ratio")  # the CPU families
+WROP_MODELS = ("hold", "flow")
+WROP_METRICS = ("psnr", "ssim")  # LPIPS needs AlexNet weights, which the demo does not fetch
 DEMO_SCENES = {"scenes": 4, "seed": 7, "pano_size": (1024, 512), "view_size": (256, 192), "n_frames": 48, "fps": 10.0}
 
 
 def demo(
     out: str | Path = "persistbench-demo", workers: int = 2, progress: bool = True, echo: Callable[[str], None] = print
 ) -> dict:
-    """Run both chains into ``out`` (new or empty); returns ``{"report", "summaries", "r2m_report", "r2m_summaries"}``."""
+    """Run the three chains into ``out`` (new or empty); returns ``{"report", "summaries", "r2m_report",
+    "r2m_summaries", "wrop_report", "wrop_summaries"}``."""
     from .download import DownloadOptions, RecipeSource, download
     from .infer import InferOptions, infer
     from .report import build_report
@@ -70,8 +75,17 @@ def demo(
     echo(summary_table(summaries))
     r2m = _r2m(out / "r2m", workers, progress, step)
     echo(r2m_table(r2m["summaries"]))
-    step(f"done: open {report} and {r2m['report']}")
-    return {"report": report, "summaries": summaries, "r2m_report": r2m["report"], "r2m_summaries": r2m["summaries"]}
+    wrop = _wrop(out / "wrop", workers, progress, step)
+    echo(wrop_table(wrop["summaries"]))
+    step(f"done: open {report}, {r2m['report']} and {wrop['report']}")
+    return {
+        "report": report,
+        "summaries": summaries,
+        "r2m_report": r2m["report"],
+        "r2m_summaries": r2m["summaries"],
+        "wrop_report": wrop["report"],
+        "wrop_summaries": wrop["summaries"],
+    }
 
 
 def _r2m(out: Path, workers: int, progress: bool, step: Callable[[str], None]) -> dict:
@@ -101,6 +115,46 @@ def _r2m(out: Path, workers: int, progress: bool, step: Callable[[str], None]) -
         summaries[name] = score(opts, workers=workers, allow_partial=True, progress=progress)
     step("r2m report")
     return {"report": build_report(list(runs.values()), out / "report.html"), "summaries": summaries}
+
+
+def _wrop(out: Path, workers: int, progress: bool, step: Callable[[str], None]) -> dict:
+    """WROP: a corpus of tars served on loopback, read in place over HTTP by the built-in continuation models."""
+    from .infer import InferOptions, infer
+    from .report import build_report
+    from .runner import summary as outcome_summary
+    from .score import ScoreOptions, score
+    from .serve import FileServer
+    from .suites.wrop.synth import WropSynthConfig, make
+
+    step(f"wrop synth: two tasks of three samples, one tar each, into {out / 'corpus'}")
+    make(out / "corpus", WropSynthConfig(samples=3))
+    runs, summaries = {m: out / "runs" / m for m in WROP_MODELS}, {}
+    with FileServer(out / "corpus") as server:
+        for model, run in runs.items():
+            step(f"wrop infer: {model} -> {run}, the tars read in place from {server.url}")
+            opts = InferOptions(dataset=server.url, output=run, model=model, suite="wrop")
+            results = infer(opts, workers=workers, progress=progress)
+            if any(o.status == "failed" for o in results):
+                raise PersistbenchError(f"demo: infer {model} failed:\n{outcome_summary(results)}")
+            step(f"wrop score: {model}")
+            opts = ScoreOptions(pred=run, dataset=server.url, suite="wrop", metrics=WROP_METRICS)
+            summaries[model] = score(opts, workers=workers, progress=progress)
+    step("wrop report")
+    return {"report": build_report(list(runs.values()), out / "report.html"), "summaries": summaries}
+
+
+def wrop_table(summaries: dict[str, dict]) -> str:
+    """One row per run: Overall of each metric on the full frame and in the changed region, and its gain over hold."""
+    first = next(iter(summaries.values()))
+    metrics = list(first["overall"]["full"])
+    cols = [(r, m, k) for r in ("full", "changed") for m in metrics for k in ("model", "gain")]
+    names = [f"{m} {r}" + (" gain" if k == "gain" else "") for r, m, k in cols]
+    head = f"{'WROP':15s}" + "".join(f"{n:>19s}" for n in names)
+    lines = [head, "-" * len(head)]
+    for name, s in summaries.items():
+        lines.append(f"{name:15s}" + "".join(_cell(s["overall"][r][m][k], 19) for r, m, k in cols))
+    notes = {s["lpips_unavailable"] for s in summaries.values() if s.get("lpips_unavailable")}
+    return "\n".join(lines + [f"LPIPS unavailable: {n}" for n in sorted(notes)])
 
 
 def r2m_table(summaries: dict[str, dict]) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import csv
 import functools
 import io
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from . import __version__, metrics, runner
@@ -151,21 +151,24 @@ def coverage(suite: Suite, run: RunLayout, run_info: dict | None, cases: list, e
     return Coverage(present, missing, absent, sorted(suite.predicted(run.root, run_info) - known))
 
 
-def dataset_of(pred: str | Path, given: Path | str | None = None) -> tuple[Path | str, dict]:
-    """The dataset to score a run against (``given``, else the one its ``run.json`` names) and the suite
-    options that selected the run's cases (from ``run.json``); a usage error when neither names a dataset."""
+def dataset_of(pred: str | Path) -> Path | str:
+    """The dataset a run was predicted on (a folder, or a URL), from its ``run.json``; a usage error when it
+    names none."""
     info = read_run_info(RunLayout(Path(pred)))
-    dataset = (info or {}).get("dataset")
-    dataset = dataset if isinstance(dataset, dict) else {}
-    options = dataset.get("options", {})
-    if not isinstance(options, dict):
-        raise PersistbenchError(f"{pred}/run.json: dataset.options must be a JSON object")
-    if given is not None:
-        return given, options
-    root = dataset.get("root")
+    root = (info or {}).get("dataset", {}).get("root") if isinstance((info or {}).get("dataset"), dict) else None
     if not isinstance(root, str):
         raise UsageError(f"{pred}/run.json names no dataset: pass --dataset")
-    return (root if "://" in root else Path(root)), options
+    return root if "://" in root else Path(root)
+
+
+def recorded_options(run_info: dict | None, run: RunLayout) -> dict:
+    """The suite options that selected a run's cases (``run.json``'s ``dataset.options``; WROP's ``tasks``,
+    ``per_task``, ``categories``), so that scoring opens the dataset as inference did."""
+    dataset = (run_info or {}).get("dataset")
+    options = dataset.get("options", {}) if isinstance(dataset, dict) else {}
+    if not isinstance(options, dict):
+        raise PersistbenchError(f"{run.run_json}: dataset.options must be a JSON object")
+    return options
 
 
 def score(
@@ -187,11 +190,12 @@ def score(
     if shard is not None and aggregate_only:
         raise UsageError("--shard scores cases; --aggregate-only then combines all shards: use them in separate calls")
     run = RunLayout(opts.pred)
+    run_info = read_run_info(run)
+    opts = replace(opts, suite_options={**recorded_options(run_info, run), **opts.suite_options})
     suite = opts.open_suite()
     protocol = opts.load_protocol(suite)
     wanted = wanted_metrics(protocol, opts.metrics)
     check_writable(run.root / "scores")
-    run_info = read_run_info(run)
     fingerprint = suite.fingerprint()
     recorded = (
         (run_info or {}).get("dataset", {}).get("fingerprint")

@@ -318,6 +318,20 @@ def generate(out: str | os.PathLike, cfg: SynthConfig, base_url: str | None = No
     return paths.recipes_jsonl
 
 
+def suite_config(cls: type, suite: str, names: dict[str, str], config_file: str | None, options: dict) -> object:
+    """A suite's synth configuration from ``persistbench synth``'s options: ``names`` maps each option the
+    suite takes to its configuration field (``view_size``, WxH on the command line, becomes (h, w)); any
+    other option is a usage error."""
+    from .errors import UsageError
+
+    given = {}
+    for name, value in options.items():
+        if name not in names:
+            raise UsageError(f"--{name.replace('_', '-')}: does not apply to --suite {suite}")
+        given[names[name]] = (value[1], value[0]) if name == "view_size" else value
+    return build_config(cls, config_file, given)
+
+
 def build_config(cls: type, config_file: str | None, given: dict) -> object:
     """A synth configuration dataclass from a JSON file of its fields, overridden by ``given``; bad input is a usage error.
 

@@ -266,3 +266,80 @@ def test_protocols_belong_to_their_suite(tmp_path):
         R2MBench.load_protocol("classic-v1")
     with pytest.raises(PersistbenchError, match=r"metrics: unknown \['psnr'\]"):
         _load(R2MBench, _set(R2M, "metrics", ["psnr"]), tmp_path)
+
+
+# ---------------------------------------------------------------- wrop-cont-v1 (WROP)
+
+WROP = json.loads(shipped_path("wrop-cont-v1").read_text())
+WROP_ACTS = {  # field -> another valid value; each changes the per-case values (exclude_tasks: the aggregates)
+    "metrics": ["psnr"],
+    "eval_size": [32, 48],
+    "resize.rgb": "cubic",  # with eval_size [32, 48] on both sides
+    "changed_region.tau": 0.3,
+    "changed_region.dilate_px": 0,
+    "psnr.cap_db": 30.0,
+    "ssim.sigma": 3.0,
+    "ssim.window": 5,
+    "ssim.k1": 0.2,
+    "ssim.k2": 0.2,
+    "ssim.covariance": "sample",
+    "exclude_tasks": ["ball_roll*"],
+}
+WROP_CHECKED = {
+    "changed_region.reference": "first input frame",
+    "psnr.data_range": 255.0,
+    "lpips.net": "vgg",
+    "lpips.version": "0.0",
+    "lpips.inputs": "[0, 1]",
+    "lpips.reduce": "mean",
+    "frames": "all target frames",
+    "gain": "model over hold",
+    "aggregate": "per sample",
+}
+
+
+def test_every_wrop_field_is_covered():
+    assert sorted(_fields(WROP)) == sorted(WROP_ACTS | WROP_CHECKED)
+
+
+@pytest.fixture(scope="module")
+def wrop(tmp_path_factory):
+    from persistbench.suites.wrop.synth import WropSynthConfig, make
+
+    root = tmp_path_factory.mktemp("wrop")
+    make(root, WropSynthConfig(samples=3, size=(64, 96)))
+    run = tmp_path_factory.mktemp("flow") / "flow"
+    infer(InferOptions(dataset=root, output=run, model="flow"), progress=False)
+    return open_suite(root), run
+
+
+def _wrop_scores(wrop, config, tmp_path) -> tuple[list[dict], dict]:
+    from persistbench.suites.wrop.suite import Wrop
+
+    suite, run = wrop
+    protocol = _load(Wrop, config, tmp_path)
+    ctx = ScoreContext(tuple(m for m in protocol.metrics if m != "lpips"))
+    records = [suite.score_case(c, suite.read_prediction(run, None, c), protocol, ctx) for c in suite.cases()]
+    return records, suite.summarise(records, protocol, ctx)[1]
+
+
+@pytest.mark.parametrize("field", sorted(WROP_ACTS))
+def test_wrop_fields_act(wrop, tmp_path, field):
+    base_config = _set(WROP, "eval_size", [32, 48]) if field == "resize.rgb" else WROP
+    base, base_summary = _wrop_scores(wrop, base_config, tmp_path)
+    new, new_summary = _wrop_scores(wrop, _set(base_config, field, WROP_ACTS[field]), tmp_path)
+    if field == "exclude_tasks":
+        assert base_summary["overall"]["tasks"] == 2 and new_summary["overall"]["tasks"] == 1
+        assert new_summary["excluded_tasks"] == ["ball_roll_occluder"] and new_summary["tasks"]["ball_roll_occluder"]
+        return
+    assert [r["values"] for r in base] != [r["values"] for r in new]
+    if field == "psnr.cap_db":
+        assert max(v for r in new for v in r["values"]["full"]["psnr"]["hold"] if v is not None) <= 30.0
+
+
+@pytest.mark.parametrize("field", sorted(WROP_CHECKED))
+def test_wrop_fields_are_checked(tmp_path, field):
+    from persistbench.suites.wrop.suite import Wrop
+
+    with pytest.raises(PersistbenchError, match="must be one of"):
+        _load(Wrop, _set(WROP, field, WROP_CHECKED[field]), tmp_path)

@@ -92,12 +92,12 @@ def test_synth_writes_the_corpus_layout(wrop):
 
     info = subprocess.run([ffmpeg_exe(), "-hide_banner", "-i", str(path)], capture_output=True, text=True).stderr
     assert "Input #0, tar" in info or "Invalid data" in info  # the tar itself is no video
-    video = archive.video(sample, layout.INPUT_VIDEO)
-    info = subprocess.run(
-        [ffmpeg_exe(), "-hide_banner", "-protocol_whitelist", "subfile,file", "-i", video],
-        capture_output=True,
-        text=True,
-    ).stderr
+    with archive.video(sample, layout.INPUT_VIDEO) as video:
+        info = subprocess.run(
+            [ffmpeg_exe(), "-hide_banner", "-protocol_whitelist", "subfile,file", "-i", video],
+            capture_output=True,
+            text=True,
+        ).stderr
     assert "h264" in info and "yuv420p" in info and "160x96" in info
 
 
@@ -222,6 +222,39 @@ def test_scores_are_identical_from_disk_over_http_and_after_fetch(wrop, runs, tm
     _score(run, fetched)
     after_fetch = snapshot()
     assert local == over_http == after_fetch and len(local) == 10
+
+
+def test_the_hub_through_huggingface_hubs_file_system(wrop, tmp_path):
+    """hf://datasets/... read by huggingface_hub (HF_ENDPOINT: a loopback stand-in for the Hub's API): the
+    revision pinned to a commit, only Range reads of the archives, and the scores of a local read."""
+    import os
+    import subprocess
+    import sys
+
+    from fakehub import COMMIT, FakeHub
+
+    run = tmp_path / "run"
+    with FakeHub(layout.HUB_REPO, wrop) as hub:
+        env = {**os.environ, "HF_ENDPOINT": hub.url, "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_OFFLINE": "0"}
+        cli = [sys.executable, "-m", "persistbench", "--"]
+        base = ["--no-progress"]
+        dataset = f"hf://datasets/{layout.HUB_REPO}"
+        for args in (
+            ["infer", "--model", "flow", "--dataset", dataset, "--per-task", "1", "--output", str(run)],
+            ["score", "--pred", str(run), "--metrics", "psnr,ssim"],
+        ):
+            result = subprocess.run(cli[:3] + args + base, env=env, capture_output=True, text=True, cwd=tmp_path)
+            assert result.returncode == 0, result.stderr[-2000:]
+        tars = [r for m, p, r in hub.requests if p.endswith(".tar")]
+    info = json.loads((run / "run.json").read_text())
+    assert info["dataset"]["root"] == f"hf://datasets/{layout.HUB_REPO}@{COMMIT}"
+    assert info["dataset"]["options"] == {"per_task": 1}
+    assert tars and all(r and r.startswith("bytes=") and not r.endswith("-") for r in tars)
+    scores = RunLayout(run).scores_dir("wrop-cont-v1")
+    remote = {p.name: p.read_bytes() for p in scores.rglob("*.json")}
+    shutil.rmtree(scores)
+    _score(run, wrop)  # the same run against the local copy: the selection comes from run.json
+    assert {p.name: p.read_bytes() for p in scores.rglob("*.json")} == remote and len(remote) == 4
 
 
 def test_remote_selection_reads_only_the_bytes_it_needs(tmp_path, monkeypatch):

@@ -26,6 +26,7 @@ import numpy as np
 from ..errors import UsageError
 from ..files import sha256_file
 from ..protocol import Check, Protocol, load_protocol
+from ..registry import order
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,17 @@ class CaseScores:
     @classmethod
     def from_json(cls, data: dict):
         return cls(**{f.name: data.get(f.name) for f in fields(cls)})
+
+    @staticmethod
+    def common(protocol: Protocol, wanted, lpips_note: str | None, prediction_sha256: str) -> dict:
+        """The fields every suite's record holds, as keyword arguments (``requested`` in registry order)."""
+        return {
+            "lpips_unavailable": lpips_note,
+            "protocol": protocol.name,
+            "protocol_sha256": protocol.sha256,
+            "requested": order(wanted),
+            "prediction_sha256": prediction_sha256,
+        }
 
 
 @dataclass

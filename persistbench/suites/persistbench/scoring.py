@@ -181,11 +181,7 @@ def score_case(
         counts=counts,
         mask_source=source,
         lost=lost,
-        lpips_unavailable=lpips_note,
-        protocol=protocol.name,
-        protocol_sha256=protocol.sha256,
-        requested=order(wanted),
-        prediction_sha256=pred.digest,
+        **CaseScores.common(protocol, wanted, lpips_note, pred.digest),
     )
 
 

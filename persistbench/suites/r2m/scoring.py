@@ -127,11 +127,7 @@ def score_video(
         values=values,
         relative=rel,
         unavailable=unavailable,
-        lpips_unavailable=lpips_note,
-        protocol=protocol.name,
-        protocol_sha256=protocol.sha256,
-        requested=order(ctx.wanted),
-        prediction_sha256=ids[2],
+        **CaseScores.common(protocol, ctx.wanted, lpips_note, ids[2]),
     )
 
 

@@ -138,17 +138,11 @@ class R2MBench(Suite):
     @classmethod
     def synthesize(cls, out: Path, config_file: str | None, options: dict, progress: bool = True) -> str:
         """A small R2M tree with videos of known outcomes (:mod:`persistbench.suites.r2m.synth`)."""
-        from ...errors import UsageError
         from ...files import check_writable
-        from ...synth import build_config
+        from ...synth import suite_config
         from .synth import R2MSynthConfig, make
 
-        given = {}
-        for name, value in options.items():
-            if name not in cls.SYNTH_OPTIONS:
-                raise UsageError(f"--{name.replace('_', '-')}: does not apply to --suite r2m")
-            given[cls.SYNTH_OPTIONS[name]] = (value[1], value[0]) if name == "view_size" else value
-        cfg = build_config(R2MSynthConfig, config_file, given)
+        cfg = suite_config(R2MSynthConfig, cls.name, cls.SYNTH_OPTIONS, config_file, options)
         check_writable(out)
         make(out, cfg)
         return f"wrote {cfg.cases} spec(s) x {len(cls.subsets)} trajectories and their videos: {out}"

@@ -3,9 +3,10 @@
 A corpus root holds ``train/checksums.txt`` and one tar per task (:mod:`.layout`). Nothing is
 extracted: each archive is indexed from its headers once (:mod:`persistbench.tarindex`; the index
 is cached beside a local archive, or in the index cache for a remote one, keyed by the archive's
-size and its sha256 from ``checksums.txt``) and its members are read by offset; videos are
-decoded in place by ffmpeg. Reading N samples of a remote archive costs the header walk (once)
-and those samples' bytes, never the archive.
+size and its sha256 from ``checksums.txt``) and its members are read by offset; videos of a local
+archive are decoded in place by ffmpeg, those of a remote one fetched by one exact range read.
+Reading N samples of a remote archive costs the header walk (once) and those samples' bytes,
+never the archive.
 
 In-place reading checks every member name, header checksum and the member count that
 ``checksums.txt`` gives; an archive's sha256 needs all its bytes, so ``persistbench verify``
@@ -14,16 +15,18 @@ and ``persistbench fetch`` check it.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
-import functools
 import hashlib
 import io
 import json
 import os
 import re
+import tempfile
 import urllib.error
 import urllib.request
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +40,7 @@ MAX_CHECKSUMS = 1 << 20
 MAX_TEXT = 64 << 10  # prompt.txt
 MAX_METADATA = 1 << 20
 MAX_TRAJECTORY = 64 << 20  # decompressed, all arrays together
+MAX_VIDEO = 1 << 30
 MAX_ARCHIVE_MEMBERS = 10_000_000
 _SHA256_RE = re.compile(r"[0-9a-f]{64}")
 
@@ -138,6 +142,7 @@ class HubFile(ByteSource):
         self.fs, self.repo, self.commit, self.file = fs, repo, commit, path
         self.path = f"datasets/{repo}@{commit}/{path}"
         self.name = f"hf://{self.path}"
+        self._file = None
         try:
             self.size = int(fs.info(self.path)["size"])
         except (OSError, ValueError, KeyError) as e:
@@ -147,7 +152,10 @@ class HubFile(ByteSource):
         if n <= 0 or offset >= self.size:
             return b""
         try:
-            return self.fs.cat_file(self.path, start=offset, end=min(offset + n, self.size))
+            if self._file is None:  # no read-ahead cache: each read is one Range request of exactly its bytes
+                self._file = self.fs.open(self.path, "rb", cache_type="none")
+            self._file.seek(offset)
+            return self._file.read(min(n, self.size - offset))
         except (OSError, ValueError) as e:
             raise PersistbenchError(f"{self.name}: bytes {offset}-{offset + n - 1}: {e}".splitlines()[0]) from None
 
@@ -290,6 +298,7 @@ class Archive:
                     raise PersistbenchError(f"{self.name}: member {missing} is missing")
         self.members = folders
         self.samples = {s: Sample(task, s, shards[s]) for s in sorted(folders)}
+        self._metadata: dict[str, dict] = {}  # sample -> its metadata.json, parsed once
 
     def member(self, sample: str, file: str) -> str:
         return self.members[sample][file]
@@ -301,8 +310,19 @@ class Archive:
         """How messages name a member: ``<archive>: <member>``."""
         return f"{self.name}: {self.member(sample, file)}"
 
-    def video(self, sample: str, file: str) -> str:
-        return self.index.ffmpeg_input(self.member(sample, file))
+    @contextlib.contextmanager
+    def video(self, sample: str, file: str) -> Iterator[str]:
+        """An ffmpeg input for a video member: in place (``subfile``) in a local archive; from a remote one,
+        its bytes fetched in one exact range read into a temporary file (removed on exit), so that
+        nothing else of the archive is requested and the source's own authentication is used."""
+        if isinstance(self.index.source, LocalFile):
+            yield self.index.ffmpeg_input(self.member(sample, file))
+            return
+        data = self.read(sample, file, MAX_VIDEO)
+        with tempfile.TemporaryDirectory(prefix="persistbench-wrop-") as tmp:
+            path = Path(tmp) / file
+            path.write_bytes(data)
+            yield str(path)
 
     def text(self, sample: str, file: str = layout.PROMPT) -> str:
         try:
@@ -311,12 +331,15 @@ class Archive:
             raise PersistbenchError(f"{self.where(sample, file)}: not UTF-8 text") from None
 
     def metadata(self, sample: str) -> dict:
+        if sample in self._metadata:
+            return self._metadata[sample]
         try:
             data = json.loads(self.read(sample, layout.METADATA, MAX_METADATA))
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
             raise PersistbenchError(f"{self.where(sample, layout.METADATA)}: not JSON: {e}") from None
         if not isinstance(data, dict):
             raise PersistbenchError(f"{self.where(sample, layout.METADATA)}: must hold a JSON object")
+        self._metadata[sample] = data
         return data
 
     def video_split(self, sample: str) -> VideoSplit:
@@ -408,14 +431,9 @@ def match_tasks(tasks: list[str], patterns: tuple[str, ...] | None, where: str) 
     return sorted(chosen)
 
 
-@functools.lru_cache(maxsize=4)
-def _checksums(location: Location) -> dict[str, ArchiveEntry]:
-    return parse_checksums(location.read(layout.CHECKSUMS, MAX_CHECKSUMS), f"{location.id}/{layout.CHECKSUMS}")
-
-
 def checksums(location: Location) -> dict[str, ArchiveEntry]:
-    """The corpus's ``checksums.txt``, parsed once per location object."""
-    return _checksums(location)
+    """The corpus's ``checksums.txt``, read and checked."""
+    return parse_checksums(location.read(layout.CHECKSUMS, MAX_CHECKSUMS), f"{location.id}/{layout.CHECKSUMS}")
 
 
 def sha256_of(source: ByteSource, chunk: int = 8 << 20) -> str:

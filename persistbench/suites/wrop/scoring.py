@@ -175,11 +175,7 @@ def score_frames(
         values=values,
         means=means,
         unavailable=unavailable,
-        lpips_unavailable=note,
-        protocol=protocol.name,
-        protocol_sha256=protocol.sha256,
-        requested=order(ctx.wanted),
-        prediction_sha256=ids["prediction"],
+        **CaseScores.common(protocol, ctx.wanted, note, ids["prediction"]),
     )
 
 

@@ -38,6 +38,12 @@ def _location(root: str) -> corpus.Location:
     return corpus.open_location(root)
 
 
+@functools.lru_cache(maxsize=256)
+def _archive(location: corpus.Location, entry: corpus.ArchiveEntry) -> corpus.Archive:
+    """An archive opened once per process (its index and parsed metadata kept for the next case)."""
+    return corpus.open_archive(location, entry)
+
+
 class Wrop(Suite):
     name = "wrop"
     title = "WROP"
@@ -55,7 +61,6 @@ class Wrop(Suite):
         per_task = self.options.get("per_task")
         if per_task is not None and (isinstance(per_task, bool) or not isinstance(per_task, int) or per_task < 1):
             raise UsageError(f"--per-task {per_task}: must be a positive integer")
-        self._archives: dict[str, corpus.Archive] = {}
 
     @classmethod
     def detect(cls, root: Path) -> bool:
@@ -71,11 +76,9 @@ class Wrop(Suite):
         return corpus.checksums(self.location)
 
     def archive(self, task: str) -> corpus.Archive:
-        if task not in self._archives:
-            if task not in self.entries:
-                raise PersistbenchError(f"{self.location.id}: unknown task {task!r} (not in {layout.CHECKSUMS})")
-            self._archives[task] = corpus.open_archive(self.location, self.entries[task])
-        return self._archives[task]
+        if task not in self.entries:
+            raise PersistbenchError(f"{self.location.id}: unknown task {task!r} (not in {layout.CHECKSUMS})")
+        return _archive(self.location, self.entries[task])
 
     @functools.cached_property
     def _mapping(self) -> dict[str, str]:
@@ -171,7 +174,8 @@ class Wrop(Suite):
         archive.text(sample)
         archive.trajectory(sample)
         for video in (layout.INPUT_VIDEO, layout.TARGET_VIDEO):
-            info = probe(archive.video(sample, video))
+            with archive.video(sample, video) as source:
+                info = probe(source)
             if max(info["width"], info["height"]) > MAX_SIDE:
                 raise PersistbenchError(f"{archive.where(sample, video)}: larger than {MAX_SIDE} pixels a side")
 
@@ -193,15 +197,10 @@ class Wrop(Suite):
     def synthesize(cls, out: Path, config_file: str | None, options: dict, progress: bool = True) -> str:
         """A tiny corpus of tars (:mod:`persistbench.suites.wrop.synth`)."""
         from ...files import check_writable
-        from ...synth import build_config
+        from ...synth import suite_config
         from .synth import WropSynthConfig, make
 
-        given = {}
-        for name, value in options.items():
-            if name not in cls.SYNTH_OPTIONS:
-                raise UsageError(f"--{name.replace('_', '-')}: does not apply to --suite wrop")
-            given[cls.SYNTH_OPTIONS[name]] = (value[1], value[0]) if name == "view_size" else value
-        cfg = build_config(WropSynthConfig, config_file, given)
+        cfg = suite_config(WropSynthConfig, cls.name, cls.SYNTH_OPTIONS, config_file, options)
         check_writable(out)
         tasks = make(out, cfg, progress)
         return f"wrote {len(tasks)} archive(s) of {cfg.samples} sample(s) each: {out / layout.SPLIT}"
@@ -214,24 +213,25 @@ class Wrop(Suite):
             "aspect ratio and area-resized; no cameras; n_targets = the target video's length"
         )
 
-    def _decode(self, archive: corpus.Archive, sample: str, video: str) -> np.ndarray:
+    def _decode(self, archive: corpus.Archive, sample: str, video: str) -> tuple[np.ndarray, float]:
+        """``(frames (T, H, W, 3) uint8, fps)`` of a video member."""
         where = archive.where(sample, video)
-        info = probe(archive.video(sample, video))
-        if max(info["width"], info["height"]) > MAX_SIDE:
-            raise PersistbenchError(f"{where}: {info['width']}x{info['height']}, larger than {MAX_SIDE} a side")
-        frames = list(read_frames(archive.video(sample, video)))
+        with archive.video(sample, video) as source:
+            info = probe(source)
+            if max(info["width"], info["height"]) > MAX_SIDE:
+                raise PersistbenchError(f"{where}: {info['width']}x{info['height']}, larger than {MAX_SIDE} a side")
+            frames = list(read_frames(source))
         if not frames:
             raise PersistbenchError(f"{where}: no frames")
-        return np.stack(frames)
+        return np.stack(frames), info["fps"]
 
     def request(self, ref, num_frames: int, resolution: tuple[int, int], oracle: bool) -> Request:
         archive, sample = self.sample(ref)
-        inputs = self._decode(archive, sample, layout.INPUT_VIDEO)
-        targets = self._decode(archive, sample, layout.TARGET_VIDEO)
+        inputs, fps = self._decode(archive, sample, layout.INPUT_VIDEO)
+        targets, _ = self._decode(archive, sample, layout.TARGET_VIDEO)
         size = inputs.shape[1:3]
         box, out = crop_box(size, resolution), target_size(size, resolution)
         frames = np.stack([crop_resize(inputs[i], box, out) for i in sample_indices(len(inputs), num_frames)])
-        fps = probe(archive.video(sample, layout.INPUT_VIDEO))["fps"] or 24.0
         truth = None
         if oracle:
             gt = np.stack([crop_resize(f, crop_box(targets.shape[1:3], out), out) for f in targets])
@@ -247,7 +247,7 @@ class Wrop(Suite):
             size=out,
             record={"size": [out[1], out[0]], "frames": len(targets), "task": archive.task},
             ground_truth=truth,
-            video_fps=fps,
+            video_fps=fps or 24.0,
         )
 
     # ---------------------------------------------------------------- predictions
@@ -271,8 +271,8 @@ class Wrop(Suite):
 
     def score_case(self, ref, pred: Prediction, protocol: Protocol, ctx: ScoreContext) -> dict:
         archive, sample = self.sample(ref)
-        targets = self._decode(archive, sample, layout.TARGET_VIDEO)
-        last = self._decode(archive, sample, layout.INPUT_VIDEO)[-1]
+        targets, _ = self._decode(archive, sample, layout.TARGET_VIDEO)
+        last = self._decode(archive, sample, layout.INPUT_VIDEO)[0][-1]
         video = pred.files[0]
         info = probe(video)
         if max(info["width"], info["height"]) > MAX_SIDE:

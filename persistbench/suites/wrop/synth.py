@@ -19,6 +19,7 @@ byte-reproducible (sorted members, fixed owners and times, bit-exact encodes).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
@@ -64,25 +65,31 @@ class WropSynthConfig:
 # ---------------------------------------------------------------- the renderer
 
 
+@functools.lru_cache(maxsize=4)
 def _background(h: int, w: int) -> np.ndarray:
-    """A tiled floor under a graded wall: texture everywhere, so that optical flow has something to hold."""
+    """A tiled floor under a graded wall, float32 ``(h, w, 3)`` (read-only: copy before drawing)."""
     y, x = np.mgrid[0:h, 0:w].astype(np.float32)
     wall = np.stack([150 + 40 * y / h, 170 + 30 * y / h, 200 - 20 * y / h], -1)
     tiles = ((x // 8 + y // 8) % 2)[..., None] * 30 + np.array([120, 100, 80], np.float32)
-    img = np.where((y >= 0.7 * h)[..., None], tiles, wall)
+    img = np.where((y >= 0.7 * h)[..., None], tiles, wall).astype(np.float32)
+    img.setflags(write=False)
     return img
 
 
 def _ball(img: np.ndarray, cx: float, cy: float, r: float, color, angle: float, ss: int) -> None:
     """A ball whose stripes turn with ``angle`` (radians), drawn into ``img`` (supersampled by ``ss``) in place."""
     h, w = img.shape[:2]
-    y, x = np.mgrid[0:h, 0:w].astype(np.float32)
+    y0, y1 = max(0, int((cy - r) * ss) - 1), min(h, int((cy + r) * ss) + 2)
+    x0, x1 = max(0, int((cx - r) * ss) - 1), min(w, int((cx + r) * ss) + 2)
+    if y0 >= y1 or x0 >= x1:
+        return
+    y, x = np.mgrid[y0:y1, x0:x1].astype(np.float32)
     dx, dy = (x + 0.5) / ss - cx, (y + 0.5) / ss - cy
     inside = dx * dx + dy * dy <= r * r
     u = dx * np.cos(angle) + dy * np.sin(angle)
     stripe = (np.floor(u / (0.5 * r)) % 2 == 0)[..., None]
     paint = np.where(stripe, np.array(color, np.float32), np.array(color, np.float32) * 0.45 + 120)
-    img[inside] = paint[inside]
+    img[y0:y1, x0:x1][inside] = paint[inside]
 
 
 def _box(img: np.ndarray, x0: float, y0: float, x1: float, y1: float, color, ss: int) -> None:
@@ -112,7 +119,7 @@ class Scene:
 
     def render(self, t: int, ss: int = 2) -> np.ndarray:
         h, w, p = self.h * ss, self.w * ss, self.params
-        img = _background(h, w)
+        img = _background(h, w).copy()
         x, y, angle = self.ball_at(t)
         if self.task == "ball_roll_occluder":
             _ball(img, x, y, self.r, COLORS[self.color], angle, ss)

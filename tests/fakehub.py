@@ -1,0 +1,102 @@
+"""A loopback stand-in for the Hugging Face Hub's HTTP API, serving one dataset repository from a folder.
+
+Enough of the API for ``HfApi.dataset_info``, ``HfFileSystem`` (tree listing, paths-info) and range reads
+of ``resolve/`` URLs, so that code reading the Hub runs unchanged with ``HF_ENDPOINT`` pointed here.
+Every request is recorded with its Range header.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+class FakeHub:
+    def __init__(self, repo: str, root: Path):
+        self.repo, self.root = repo, Path(root)
+        self.requests: list[tuple[str, str, str | None]] = []
+        hub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                hub.handle(self, "GET")
+
+            def do_HEAD(self):
+                hub.handle(self, "HEAD")
+
+            def do_POST(self):
+                hub.handle(self, "POST")
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __enter__(self) -> FakeHub:
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def _entry(self, path: Path) -> dict:
+        rel = path.relative_to(self.root).as_posix()
+        if path.is_dir():
+            return {"type": "directory", "oid": "0" * 40, "path": rel}
+        return {"type": "file", "oid": "1" * 40, "size": path.stat().st_size, "path": rel}
+
+    def _json(self, h, data, status=HTTPStatus.OK) -> None:
+        body = json.dumps(data).encode()
+        h.send_response(status)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        h.wfile.write(body)
+
+    def handle(self, h, method: str) -> None:
+        path = unquote(urlparse(h.path).path)
+        self.requests.append((method, path, h.headers.get("Range")))
+        api = f"/api/datasets/{self.repo}"
+        if path == api or path.startswith(f"{api}/revision/"):
+            files = [self._entry(p) for p in sorted(self.root.rglob("*")) if p.is_file()]
+            siblings = [{"rfilename": f["path"], "size": f["size"]} for f in files]
+            return self._json(h, {"id": self.repo, "sha": COMMIT, "siblings": siblings, "private": False})
+        m = re.fullmatch(rf"{re.escape(api)}/tree/[^/]+/?(.*)", path)
+        if m:
+            folder = self.root / m.group(1)
+            return self._json(h, [self._entry(p) for p in sorted(folder.iterdir())] if folder.is_dir() else [])
+        if path.startswith(f"{api}/paths-info/"):
+            length = int(h.headers.get("Content-Length", 0))
+            form = h.rfile.read(length).decode()
+            wanted = [unquote(v.replace("+", " ")) for k, v in re.findall(r"(\w+)=([^&]*)", form) if k == "paths"]
+            return self._json(h, [self._entry(self.root / p) for p in wanted if (self.root / p).exists()])
+        m = re.fullmatch(rf"/datasets/{re.escape(self.repo)}/resolve/[^/]+/(.+)", path)
+        if not m or not (self.root / m.group(1)).is_file():
+            return self._json(h, {"error": "not found"}, HTTPStatus.NOT_FOUND)
+        data = (self.root / m.group(1)).read_bytes()
+        start, end = 0, len(data) - 1
+        rng = re.fullmatch(r"bytes=(\d+)-(\d*)", h.headers.get("Range") or "")
+        if rng:
+            start, end = int(rng.group(1)), min(int(rng.group(2) or end), end)
+        h.send_response(HTTPStatus.PARTIAL_CONTENT if rng else HTTPStatus.OK)
+        h.send_header("Accept-Ranges", "bytes")
+        h.send_header("Content-Length", str(end - start + 1))
+        h.send_header("ETag", '"1111"')
+        h.send_header("X-Repo-Commit", COMMIT)
+        if rng:
+            h.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
+        h.end_headers()
+        if method != "HEAD":
+            try:
+                h.wfile.write(data[start : end + 1])
+            except (BrokenPipeError, ConnectionResetError):  # ffmpeg closes once it has what it needs
+                pass
