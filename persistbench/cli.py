@@ -241,13 +241,15 @@ def main() -> None:
 @click.pass_context
 def synth(ctx: click.Context, output, config_file, suite, **options) -> None:
     """Write synthetic test data with exact ground truth: PersistBench's procedural 360-degree scenes (source
-    clips, recipes.jsonl, analytic truth), or with --suite r2m an R2M-Bench tree and videos of known scores.
+    clips, recipes.jsonl, analytic truth), or with --suite r2m an R2M-Bench tree and videos of known scores,
+    or with --suite wrop a WROP corpus of tars (--scenes samples per task, --size WxH).
 
     \b
     Example:
       persistbench synth --output synth --scenes 4 --seed 0
       persistbench synth --config configs/sample.json --output sample
       persistbench synth --suite r2m --output r2m-synth
+      persistbench synth --suite wrop --output wrop-synth --scenes 3
     """
     from pathlib import Path
 
@@ -697,7 +699,8 @@ def doctor(wanted, cache, output, lpips_weights) -> None:
 @click.option("--protocol", default=None, help="The scores' folder (default: each run's only one).")
 def report(runs, output, protocol) -> None:
     """One self-contained HTML report of scored runs of one suite: leaderboard, provenance, the suite's charts
-    (PersistBench: memory curves and contact sheets; R2M-Bench: NMR profiles, MG-vs-DR scatters).
+    (PersistBench: memory curves and contact sheets; R2M-Bench: NMR profiles, MG-vs-DR scatters; WROP:
+    score and gain over hold against frames into the continuation).
 
     \b
     Example:
@@ -717,7 +720,8 @@ def report(runs, output, protocol) -> None:
 @workers_option(default=2)
 @NO_PROGRESS
 def demo(output, workers, no_progress) -> None:
-    """Run everything offline: synth -> loopback server -> download (yt-dlp) -> infer -> score -> report.
+    """Run the three suites offline: synth -> loopback server -> download (yt-dlp) -> infer -> score -> report
+    (PersistBench), the same from a synthetic checkout (R2M-Bench) and from tars read over HTTP (WROP).
 
     \b
     Example:
