@@ -72,7 +72,15 @@ def demo_dir(tmp_path_factory):
 
 def test_demo_runs_the_whole_chain(demo_dir):
     out, output = demo_dir
-    assert sorted(p.name for p in out.iterdir()) == ["cache", "dataset", "r2m", "report.html", "runs", "sources"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "cache",
+        "dataset",
+        "r2m",
+        "report.html",
+        "runs",
+        "sources",
+        "wrop",
+    ]
     summaries = {
         m: json.loads(RunLayout(out / "runs" / m).summary_json("classic-v1").read_text())
         for m in ("hold", "reproject", "oracle")
@@ -86,8 +94,9 @@ def test_demo_runs_the_whole_chain(demo_dir):
     assert inv["reproject"] > inv["hold"]
     assert {s["subsets"]["all"]["cases"] for s in summaries.values()} == {4}
     assert {"dynamic", "static"} <= set(summaries["hold"]["subsets"])
-    # The printed tables: PersistBench's, one row per model, the oracle perfect; then R2M-Bench's.
-    persistbench_table, r2m_table = output.split("R2M-Bench NMR")
+    # The printed tables: PersistBench's, one row per model, the oracle perfect; then R2M-Bench's; then WROP's.
+    persistbench_table, rest = output.split("R2M-Bench NMR")
+    r2m_table, wrop_table = rest.split("WROP ")
 
     def table_rows(text: str, models: tuple[str, ...]) -> dict[str, list[str]]:
         return {
@@ -96,10 +105,17 @@ def test_demo_runs_the_whole_chain(demo_dir):
 
     rows = table_rows(persistbench_table, ("hold", "reproject", "oracle"))
     assert rows["oracle"][:2] == ["100.0000", "100.0000"] and float(rows["reproject"][1]) > float(rows["hold"][1])
-    assert f"done: open {out / 'report.html'} and {out / 'r2m' / 'report.html'}" in output
+    assert (
+        f"done: open {out / 'report.html'}, {out / 'r2m' / 'report.html'} and {out / 'wrop' / 'report.html'}" in output
+    )
     # R2M-Bench: the pose-rendered reference remembers, the warp remembers rotations, hold is excluded.
     r2m = table_rows(r2m_table, ("pose-rendered", "warp", "hold"))
     assert float(r2m["pose-rendered"][1]) > 0.8 and float(r2m["warp"][1]) > 0.5 and r2m["hold"][0] == "n/a"
+    # WROP, read in place over loopback HTTP: hold gains exactly 0, flow gains in the changed region.
+    wrop = table_rows(wrop_table, ("hold", "flow"))
+    assert {float(v) for v in wrop["hold"][1::2]} == {0.0} and float(wrop["flow"][5]) > 0
+    info = json.loads((out / "wrop" / "runs" / "flow" / "run.json").read_text())
+    assert info["dataset"]["root"].startswith("http://127.0.0.1:") and (out / "wrop" / "report.html").is_file()
     # The loopback server is gone: its port refuses connections.
     url = json.loads((out / "sources" / "recipes.jsonl").read_text().splitlines()[0])["source"]["url"]
     port = urlparse(url).port
