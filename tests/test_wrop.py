@@ -417,3 +417,25 @@ def test_region_velocity_and_flow_baseline_extrapolate_a_moving_square():
     assert out.shape == (3, 40, 60, 3)
     want = frames[-1, 15:23, 19:27]
     assert np.array_equal(out[2, 15:23, 25:33], want)  # three frames on: 6 px to the right
+
+
+def test_fetch_resumes_a_partial_archive_and_skips_a_complete_one(wrop, tmp_path):
+    out = tmp_path / "out"
+    tar = layout.archive_path("ball_roll_occluder")
+    whole = (wrop / tar).read_bytes()
+    part = out / (tar + ".part")
+    part.parent.mkdir(parents=True)
+    part.write_bytes(whole[: len(whole) // 2])  # an interrupted download
+    args = ["fetch", "--suite", "wrop", "--from", str(wrop), "--output", str(out), "--no-progress"]
+    result = CliRunner().invoke(main, [*args, "--tasks", "ball_roll*"])
+    assert result.exit_code == 0, result.output
+    assert (out / tar).read_bytes() == whole and not part.exists()
+    assert (out / layout.CHECKSUMS).read_text().split()[1:] == ["ball_roll_occluder_task.tar", "15"]
+    before = (out / tar).stat().st_mtime_ns
+    result = CliRunner().invoke(main, args)  # all tasks now: the complete archive is kept as it is
+    assert result.exit_code == 0 and (out / tar).stat().st_mtime_ns == before
+    assert len((out / layout.CHECKSUMS).read_text().splitlines()) == 2
+    assert json.loads((out / "persistbench_fetch.json").read_text())["tasks"] == [
+        "ball_into_container",
+        "ball_roll_occluder",
+    ]
