@@ -230,14 +230,24 @@ class Lpips:
     def __call__(self, preds: np.ndarray, refs: np.ndarray, masks: np.ndarray | None = None) -> np.ndarray:
         """LPIPS per frame ``(N,)`` of ``[N, H, W, 3]`` batches: the spatial map averaged over each
         ``[N, H, W]`` mask (NaN where empty), or, without masks, the package's own spatial average."""
+        if masks is None:
+            x, y = self._tensor(preds), self._tensor(refs)
+            self.model.spatial = False
+            try:
+                with self.torch.no_grad():
+                    return self.model(x, y).reshape(-1).double().cpu().numpy()
+            finally:
+                self.model.spatial = True
+        return self.reduce(self.maps(preds, refs), masks)
+
+    def maps(self, preds: np.ndarray, refs: np.ndarray) -> np.ndarray:
+        """The spatial LPIPS maps ``(N, H, W)`` float64 of ``[N, H, W, 3]`` batches."""
         x, y = self._tensor(preds), self._tensor(refs)
         with self.torch.no_grad():
-            if masks is None:
-                self.model.spatial = False
-                try:
-                    return self.model(x, y).reshape(-1).double().cpu().numpy()
-                finally:
-                    self.model.spatial = True
-            maps = self.model(x, y)[:, 0].double().cpu().numpy()
+            return self.model(x, y)[:, 0].double().cpu().numpy()
+
+    @staticmethod
+    def reduce(maps: np.ndarray, masks: np.ndarray) -> np.ndarray:
+        """Each map's mean over its ``(H, W)`` mask; NaN where the mask is empty."""
         masks = np.asarray(masks, bool)
         return np.array([m[k].mean() if k.any() else np.nan for m, k in zip(maps, masks)])

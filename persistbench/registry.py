@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -52,6 +52,11 @@ class FrameBatch:
     pred_masks: list[np.ndarray]  # N (H, W) bool: the model's or the tracker's (empty where lost)
     scale: float  # sqrt of the mean non-empty reference mask area, pixels
     lpips: object = None  # a metrics.Lpips, or None
+    maps: dict = field(default_factory=dict)  # per-frame maps a metric made, kept for the same frames under other masks
+
+    def with_masks(self, ref_masks: np.ndarray) -> FrameBatch:
+        """The same frames under other reference masks, sharing the maps computed so far (WROP's two regions)."""
+        return replace(self, ref_masks=ref_masks)
 
 
 @dataclass
@@ -88,7 +93,9 @@ def _ssim(b: FrameBatch, p: dict) -> list[float]:
 
 
 def _lpips(b: FrameBatch, p: dict) -> list[float]:
-    return list(b.lpips(b.preds, b.refs, b.ref_masks))
+    if "lpips" not in b.maps:  # the network runs once per frame whatever the masks
+        b.maps["lpips"] = b.lpips.maps(b.preds, b.refs)
+    return list(b.lpips.reduce(b.maps["lpips"], b.ref_masks))
 
 
 def _iou(b: FrameBatch, p: dict) -> list[float]:

@@ -110,11 +110,18 @@ def _none(v: float) -> float | None:
     return None if v is None or not math.isfinite(v) else float(v)
 
 
-def _values(metric: str, preds: np.ndarray, refs: np.ndarray, masks: np.ndarray, params: dict, lpips) -> list:
-    out: list[float | None] = []
-    for a in range(0, len(preds), BATCH):
-        batch = FrameBatch(preds[a : a + BATCH], refs[a : a + BATCH], masks[a : a + BATCH], [], math.nan, lpips)
-        out += [_none(v) for v in METRICS[metric].function(batch, params)]
+def _values(metrics: list[str], frames: np.ndarray, refs: np.ndarray, regions: dict, protocol: Protocol, lpips):
+    """``[region][metric]``: one value per frame of ``frames`` against ``refs`` ``(N, H, W, 3)`` inside each
+    region's masks ``(N, H, W)``, in chunks of :data:`BATCH` frames; a metric's per-frame maps (LPIPS's
+    network) are computed once per chunk and reduced over every region."""
+    out: dict = {r: {m: [] for m in metrics} for r in regions}
+    for a in range(0, len(frames), BATCH):
+        chunk = slice(a, a + BATCH)
+        batch = FrameBatch(frames[chunk], refs[chunk], np.ones(refs[chunk].shape[:3], bool), [], math.nan, lpips)
+        for r, masks in regions.items():
+            b = batch.with_masks(masks[chunk])
+            for m in metrics:
+                out[r][m] += [_none(v) for v in METRICS[m].function(b, protocol.params(m))]
     return out
 
 
@@ -151,16 +158,20 @@ def score_frames(
     values: dict = {r: {} for r in REGIONS}
     means: dict = {r: {} for r in REGIONS}
     unavailable, note = {}, None
+    metrics = []
     for m in order(ctx.wanted):
         if "extra:lpips" in METRICS[m].needs and lpips is None:
             note = ctx.lpips if isinstance(ctx.lpips, str) else "LPIPS was not loaded"
             unavailable[m] = note
-            continue
-        for r, masks in regions.items():
-            values[r][m] = {
-                role: _values(m, frames, refs, masks, protocol.params(m), lpips)
-                for role, frames in (("model", model), ("hold", hold))
-            }
+        else:
+            metrics.append(m)
+    per_role = {
+        role: _values(metrics, frames, refs, regions, protocol, lpips)
+        for role, frames in (("model", model), ("hold", hold))
+    }
+    for r in REGIONS:
+        for m in metrics:
+            values[r][m] = {role: per_role[role][r][m] for role in ROLES}
             means[r][m] = case_means(values[r][m], METRICS[m].higher_is_better)
     h, w = refs.shape[1:3] if len(idx) else targets.shape[1:3]
     return ContCaseScores(
