@@ -205,11 +205,11 @@ def score(
     if recorded and recorded != fingerprint:
         raise PersistbenchError(
             f"{run.run_json}: predicted on a dataset with fingerprint {recorded[:12]}, "
-            f"but {suite.root} has {fingerprint[:12]}; pass the dataset the run was made on"
+            f"but {suite.dataset_id()} has {fingerprint[:12]}; pass the dataset the run was made on"
         )
     everything = suite.cases()
     if not everything:
-        raise PersistbenchError(f"{suite.root}: no cases to score against")
+        raise PersistbenchError(f"{suite.dataset_id()}: no cases to score against")
     cov = coverage(suite, run, run_info, runner.select(everything, lambda c: c.subset, shard=shard), everything)
     if cov.partial and not allow_partial:
         raise PersistbenchError(f"{run.root}: {'; '.join(cov.problems())}; --allow-partial scores the rest")

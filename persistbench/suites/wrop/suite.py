@@ -56,8 +56,7 @@ class Wrop(Suite):
 
     def __init__(self, root, options=None):
         super().__init__(root, options)
-        self.location_text = str(root)
-        self.location = _location(self.location_text)
+        self.location = _location(str(root))
         per_task = self.options.get("per_task")
         if per_task is not None and (isinstance(per_task, bool) or not isinstance(per_task, int) or per_task < 1):
             raise UsageError(f"--per-task {per_task}: must be a positive integer")
