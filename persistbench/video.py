@@ -76,9 +76,10 @@ def probe(path: str | os.PathLike) -> dict:
     }
 
 
-def read_frames(path: str | os.PathLike) -> Iterator[np.ndarray]:
-    """Decode every frame of a video as RGB uint8 ``(H, W, 3)``, in presentation order."""
-    for _, frame in decode_with_pts(path, threads=0):
+def read_frames(path: str | os.PathLike, info: dict | None = None) -> Iterator[np.ndarray]:
+    """Decode every frame of a video as RGB uint8 ``(H, W, 3)``, in presentation order; ``info`` is the
+    video's :func:`probe` when the caller has it (saves running ffmpeg once more)."""
+    for _, frame in decode_with_pts(path, threads=0, info=info):
         yield frame
 
 
@@ -86,7 +87,7 @@ _SHOWINFO_RE = re.compile(rb"\bn:\s*\d+\s+pts:\s*-?\d+\s+pts_time:(-?[0-9.eE+-]+
 
 
 def decode_with_pts(
-    path: str | os.PathLike, seek: float | None = None, threads: int = 1
+    path: str | os.PathLike, seek: float | None = None, threads: int = 1, info: dict | None = None
 ) -> Iterator[tuple[float, np.ndarray]]:
     """Decode frames with their presentation time, in presentation order.
 
@@ -96,7 +97,8 @@ def decode_with_pts(
     shifting every frame. ``seek`` skips decoding before that time (frames
     before it are dropped). ``threads`` is ffmpeg's decoder thread count: one
     by default, as the decoder runs beside the caller's own work and frame
-    threading costs more CPU per frame (0 lets ffmpeg choose).
+    threading costs more CPU per frame (0 lets ffmpeg choose). ``info`` is
+    the file's :func:`probe`, probed here when None.
 
     Yields:
         ``(pts_seconds, frame)`` with ``frame`` RGB uint8 ``(H, W, 3)``.
@@ -104,7 +106,7 @@ def decode_with_pts(
         PersistbenchError: naming the file, when ffmpeg fails or reports a
         decode error (damaged frames are never passed on).
     """
-    info = probe(path)
+    info = info or probe(path)
     shape = (info["height"], info["width"], 3)
     cmd = [ffmpeg_exe(), "-nostdin", "-hide_banner", "-loglevel", "info", "-threads", str(threads), "-copyts"]
     if seek:

@@ -319,7 +319,8 @@ def _wrop_scores(wrop, config, tmp_path) -> tuple[list[dict], dict]:
     suite, run = wrop
     protocol = _load(Wrop, config, tmp_path)
     ctx = ScoreContext(tuple(m for m in protocol.metrics if m != "lpips"))
-    records = [suite.score_case(c, suite.read_prediction(run, None, c), protocol, ctx) for c in suite.cases()]
+    cases = suite.cases()[2:4]  # one sample of each task (both have changed regions, seams or padding)
+    records = [suite.score_case(c, suite.read_prediction(run, None, c), protocol, ctx) for c in cases]
     return records, suite.summarise(records, protocol, ctx)[1]
 
 
