@@ -76,10 +76,9 @@ def probe(path: str | os.PathLike) -> dict:
     }
 
 
-def read_frames(path: str | os.PathLike, info: dict | None = None) -> Iterator[np.ndarray]:
-    """Decode every frame of a video as RGB uint8 ``(H, W, 3)``, in presentation order; ``info`` is the
-    video's :func:`probe` when the caller has it (saves running ffmpeg once more)."""
-    for _, frame in decode_with_pts(path, threads=0, info=info):
+def read_frames(path: str | os.PathLike) -> Iterator[np.ndarray]:
+    """Decode every frame of a video as RGB uint8 ``(H, W, 3)``, in presentation order."""
+    for _, frame in decode_with_pts(path, threads=0):
         yield frame
 
 
@@ -87,7 +86,7 @@ _SHOWINFO_RE = re.compile(rb"\bn:\s*\d+\s+pts:\s*-?\d+\s+pts_time:(-?[0-9.eE+-]+
 
 
 def decode_with_pts(
-    path: str | os.PathLike, seek: float | None = None, threads: int = 1, info: dict | None = None
+    path: str | os.PathLike, seek: float | None = None, threads: int = 1
 ) -> Iterator[tuple[float, np.ndarray]]:
     """Decode frames with their presentation time, in presentation order.
 
@@ -97,8 +96,9 @@ def decode_with_pts(
     shifting every frame. ``seek`` skips decoding before that time (frames
     before it are dropped). ``threads`` is ffmpeg's decoder thread count: one
     by default, as the decoder runs beside the caller's own work and frame
-    threading costs more CPU per frame (0 lets ffmpeg choose). ``info`` is
-    the file's :func:`probe`, probed here when None.
+    threading costs more CPU per frame (0 lets ffmpeg choose). The frame
+    size is the one ffmpeg reports for its output stream (after any
+    rotation), read from the decoding process itself: no separate probe.
 
     Yields:
         ``(pts_seconds, frame)`` with ``frame`` RGB uint8 ``(H, W, 3)``.
@@ -106,8 +106,8 @@ def decode_with_pts(
         PersistbenchError: naming the file, when ffmpeg fails or reports a
         decode error (damaged frames are never passed on).
     """
-    info = info or probe(path)
-    shape = (info["height"], info["width"], 3)
+    if not _is_url(path) and not Path(path).is_file():
+        raise PersistbenchError(f"{path}: no such video file")
     cmd = [ffmpeg_exe(), "-nostdin", "-hide_banner", "-loglevel", "info", "-threads", str(threads), "-copyts"]
     if seek:
         cmd += ["-ss", f"{seek:.6f}"]
@@ -127,23 +127,32 @@ def decode_with_pts(
     ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     times: queue.Queue = queue.Queue()
+    sizes: queue.Queue = queue.Queue()
     log: list[bytes] = []
 
-    def read_log() -> None:  # showinfo logs each frame before it reaches stdout
+    def read_log() -> None:  # the output stream's size comes first; showinfo logs each frame before stdout has it
+        output = False
         for line in proc.stderr:
             m = _SHOWINFO_RE.search(line)
             if m:
                 times.put(float(m.group(1)))
+            elif line.startswith(b"Output #0"):
+                output = True
+            elif output and (stream := _STREAM_RE.search(line.decode(errors="replace"))):
+                sizes.put((int(stream.group(2)), int(stream.group(1)), 3))
+                output = False
             elif not line.startswith((b"  ", b"[Parsed_showinfo")):
                 log.append(line)
+        sizes.put(None)
         times.put(None)
 
     reader = threading.Thread(target=read_log, daemon=True)
     reader.start()
-    size = shape[0] * shape[1] * 3
-    finished = False
+    shape = sizes.get()
+    size = shape[0] * shape[1] * 3 if shape else 0
+    finished = shape is None  # no output stream: ffmpeg failed, reported below
     try:
-        while True:
+        while not finished:
             buf = proc.stdout.read(size)
             if len(buf) < size:
                 finished = True
@@ -160,6 +169,9 @@ def decode_with_pts(
         reader.join()
         proc.stderr.close()
     errors = [x.decode(errors="replace").strip() for x in log if b"rror" in x or b"nvalid" in x]
+    if shape is None:
+        last = errors[-1] if errors else (log[-1].decode(errors="replace").strip() if log else "no video stream")
+        raise PersistbenchError(f"{path}: not a readable video: {last}")
     if code != 0 or errors:  # a decode error means damaged frames: never pass them on
         raise PersistbenchError(f"{path}: decoding failed: {errors[-1] if errors else f'ffmpeg exit {code}'}")
 

@@ -219,7 +219,7 @@ class Wrop(Suite):
             info = probe(source)
             if max(info["width"], info["height"]) > MAX_SIDE:
                 raise PersistbenchError(f"{where}: {info['width']}x{info['height']}, larger than {MAX_SIDE} a side")
-            frames = list(read_frames(source, info))
+            frames = list(read_frames(source))
         if not frames:
             raise PersistbenchError(f"{where}: no frames")
         return np.stack(frames), info["fps"]
@@ -277,7 +277,7 @@ class Wrop(Suite):
         if max(info["width"], info["height"]) > MAX_SIDE:
             raise PersistbenchError(f"{video}: {info['width']}x{info['height']}, larger than {MAX_SIDE} a side")
         preds = []
-        for frame in read_frames(video, info):
+        for frame in read_frames(video):
             if len(preds) == len(targets):  # frames beyond the target's length are ignored
                 break
             preds.append(frame)
