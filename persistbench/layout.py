@@ -40,6 +40,7 @@ THETA_PHI_NAME = "theta_phi_values.npy"
 FRAME_FORMATS = ("png", "jpg")
 COVERAGE_NAME = "estimate_input_coverage.json"  # the public format's per-pair file (kept when packing)
 FETCH_JSON = "fetch.json"  # what fetch took: repository, revision, commit, files
+SUITE_FETCH_JSON = "persistbench_fetch.json"  # the same, written into another suite's own tree (R2M-Bench, WROP)
 PREDICTION_VIDEO = "gen.mp4"  # R2M-Bench's name for a generated video, <root>/<T>/<id>/gen.mp4
 
 # Public `data` table columns first (DESIGN section 4), then ours.

@@ -15,13 +15,13 @@ from pathlib import Path
 from ...errors import PersistbenchError
 from ...files import atomic_path, copy_bounded, write_json
 from ...images import image_size
+from ...layout import SUITE_FETCH_JSON
 from ...names import check_name
 from . import layout
 
 MAX_IMAGE_BYTES = 64 << 20
 MAX_IMAGES = 10_000
 SUFFIXES = (".png", ".jpg", ".jpeg")
-FETCH_RECORD = "persistbench_fetch.json"
 
 
 def _hub(repo: str, revision: str | None) -> tuple[dict, list[str], Callable[[str], Path]]:
@@ -83,5 +83,5 @@ def fetch_images(output: Path, repo: str | None, revision: str | None, from_dir:
             except PersistbenchError as e:
                 raise PersistbenchError(f"{src}: not a readable image ({str(e).split('(', 1)[-1]}; refused") from None
     record = {**description, "images": len(names), "folder": layout.HUB_IMAGES}
-    write_json(output / FETCH_RECORD, record)
+    write_json(output / SUITE_FETCH_JSON, record)
     return record

@@ -65,17 +65,6 @@ def category_id(value: object) -> str | None:
 # ---------------------------------------------------------------- where the corpus lies
 
 
-def is_remote(root: str | os.PathLike) -> bool:
-    return isinstance(root, str) and "://" in root
-
-
-def index_cache() -> Path:
-    """Where indexes of remote archives (and of local ones in read-only folders) are cached:
-    ``$PERSISTBENCH_CACHE/wrop-index``, default ``~/.cache/persistbench/wrop-index``."""
-    base = os.environ.get("PERSISTBENCH_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return Path(base) / ("wrop-index" if os.environ.get("PERSISTBENCH_CACHE") else "persistbench/wrop-index")
-
-
 class Location:
     """A corpus root: ``read(path)`` small files, ``source(path)`` an archive's bytes; ``id`` names it."""
 
@@ -201,7 +190,7 @@ def open_location(root: str | os.PathLike) -> Location:
         return HttpCorpus(text)
     if text.startswith("hf://"):
         return HubCorpus(text)
-    if is_remote(text):
+    if "://" in text:
         raise UsageError(f"{text}: a corpus is a folder, an http(s):// URL or hf://datasets/<repo>[@revision]")
     return LocalCorpus(Path(root))
 
@@ -388,7 +377,7 @@ class Archive:
 def _index_path(location: Location, entry: ArchiveEntry, source: ByteSource) -> Path:
     if location.local and os.access(source.path.parent, os.W_OK):
         return index_path(source.path)
-    return index_cache() / f"{entry.sha256}.json"
+    return layout.index_cache_path(entry.sha256)
 
 
 def open_archive(location: Location, entry: ArchiveEntry) -> Archive:

@@ -17,11 +17,11 @@ from pathlib import Path
 
 from ...errors import PersistbenchError
 from ...files import write_json, write_text
+from ...layout import SUITE_FETCH_JSON
 from ...tarindex import LocalFile
 from . import corpus, layout
 
 CHUNK = 8 << 20
-FETCH_RECORD = "persistbench_fetch.json"
 
 
 def _copy(source, part: Path, progress) -> None:
@@ -90,5 +90,5 @@ def fetch_corpus(
             os.replace(part, dest)
     lines = "".join(f"{entries[t].sha256}  {layout.archive_name(t)}  {entries[t].members}\n" for t in chosen)
     write_text(output / layout.CHECKSUMS, lines)
-    write_json(output / FETCH_RECORD, {"source": location.id, "tasks": chosen})
+    write_json(output / SUITE_FETCH_JSON, {"source": location.id, "tasks": chosen})
     return len(chosen)
