@@ -241,15 +241,6 @@ def parse_checksums(data: bytes, where: str) -> dict[str, ArchiveEntry]:
 
 
 @dataclass(frozen=True)
-class Sample:
-    """A sample of a task's archive: its folder's members, by file name."""
-
-    task: str
-    name: str  # <task>_<NNNN>
-    shard: int
-
-
-@dataclass(frozen=True)
 class VideoSplit:
     """``metadata.json``'s ``video_split``: how the 120 source frames became input and target."""
 
@@ -286,7 +277,7 @@ class Archive:
                     missing = layout.member_path(shards[sample], task, sample, file)
                     raise PersistbenchError(f"{self.name}: member {missing} is missing")
         self.members = folders
-        self.samples = {s: Sample(task, s, shards[s]) for s in sorted(folders)}
+        self.samples = tuple(sorted(folders))  # sample names, <task>_<NNNN>
         self._metadata: dict[str, dict] = {}  # sample -> its metadata.json, parsed once
 
     def member(self, sample: str, file: str) -> str:
