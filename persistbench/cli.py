@@ -6,6 +6,8 @@ Heavy modules (numpy, cv2, torch) are imported inside the commands, so
 
 from __future__ import annotations
 
+import functools
+
 import click
 
 from . import __version__
@@ -84,7 +86,7 @@ def _hw(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[
 
 
 def _shard(ctx: click.Context, param: click.Parameter, value: str | None):
-    from .runner import Shard
+    from .executors import Shard
 
     try:
         return Shard.parse(value) if value else None
@@ -175,8 +177,80 @@ def output_option(help: str, default: str | None = None, file: bool = False):
     )
 
 
-def workers_option(help: str = "Cases in parallel processes.", default: int = 1):
-    return click.option("--workers", type=click.IntRange(1), default=default, show_default=True, help=help)
+def _number(name: str, kind: click.ParamType, default: float, help: str):
+    return click.option(name, type=kind, default=default, show_default=True, help=help)
+
+
+def executor_options(f):
+    """``--executor``, ``--workers``, ``--ray-address``, ``--cpus-per-task``, ``--gpus-per-task`` and
+    ``--max-retries``, handed to the command as one ``executor`` (:class:`~persistbench.executors.ExecutorOptions`)."""
+
+    @functools.wraps(f)
+    def command(*args, executor, workers, ray_address, cpus_per_task, gpus_per_task, max_retries, **kwargs):
+        from .executors import ExecutorOptions
+
+        options = ExecutorOptions(executor, workers, ray_address, cpus_per_task, gpus_per_task, max_retries)
+        return f(*args, executor=options, **kwargs)
+
+    options = [
+        click.option(
+            "--executor",
+            type=click.Choice(["serial", "processes", "ray"]),
+            default=None,
+            help="Where cases run: in this process, in local processes, or on Ray "
+            "(default: serial, or processes with --workers > 1).",
+        ),
+        click.option(
+            "--workers",
+            type=click.IntRange(1),
+            default=None,
+            help="Cases at once (processes: default one per core; ray: default as many as the cluster's resources allow).",
+        ),
+        click.option(
+            "--ray-address",
+            default=None,
+            metavar="ADDR",
+            help="A running Ray cluster (auto, HOST:6379, ray://HOST:10001); default: a local one for this run.",
+        ),
+        _number(
+            "--cpus-per-task",
+            click.FloatRange(0, min_open=True),
+            1.0,
+            "Ray: CPUs each worker reserves (fractions allowed).",
+        ),
+        _number(
+            "--gpus-per-task", click.FloatRange(0), 0.0, "Ray: GPUs each worker reserves (0.5: two workers per GPU)."
+        ),
+        _number(
+            "--max-retries",
+            click.IntRange(0),
+            2,
+            "Times a case is given to a new worker after its worker died (killed, out of memory).",
+        ),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+AGGREGATE_ONLY = click.option(
+    "--aggregate-only", is_flag=True, help="After the --shard runs: combine and check their outputs; run nothing."
+)
+
+
+def _finish(result, shard, again: str) -> bool:
+    """Print a stage's outcomes; exit 1 when a case failed. Returns whether the stage's output is complete
+    (False for a shard, after saying how to combine the shards)."""
+    head, *failures = result.text().split("\n")
+    if len(failures) == 1:  # on stderr after "Error:", one line per failed case
+        raise click.ClickException(f"{failures[0].strip()} ({head})")
+    if failures:
+        raise click.ClickException("\n".join([f"{len(failures)} cases failed ({head}):", *failures]))
+    click.echo(head)
+    if shard is not None:
+        click.echo(f"shard {shard} done; when every shard is: {again} --aggregate-only")
+        return False
+    return True
 
 
 def resume_option(help: str):
@@ -272,8 +346,9 @@ def synth(ctx: click.Context, output, config_file, suite, **options) -> None:
 )
 @LIMIT
 @SUBSET
-@workers_option()
+@executor_options
 @shard_option()
+@AGGREGATE_ONLY
 @click.option("--frame-format", type=click.Choice(["png", "jpg"]), default="png", show_default=True)
 @click.option("--download-only", is_flag=True, help="Fetch the source clips into the cache; reconstruct nothing.")
 @click.option("--dry-run", is_flag=True, help="Print what would be done and exit.")
@@ -296,8 +371,9 @@ def download(
     cache,
     limit,
     subset,
-    workers,
+    executor,
     shard,
+    aggregate_only,
     frame_format,
     download_only,
     dry_run,
@@ -315,14 +391,20 @@ def download(
       persistbench download --limit 5                 # bundled sample, no network
       persistbench download --recipes hf://OWNER/REPO/recipes.jsonl --workers 2
       persistbench download --recipes recipes.jsonl --shard 0/4 --cookies cookies.txt
+      persistbench download --recipes recipes.jsonl --executor ray --ray-address auto
     """
     from pathlib import Path
 
-    from .download import DownloadOptions, resolve_recipes
+    from .download import DownloadOptions, aggregate, resolve_recipes
     from .download import download as run_download
     from .download import dry_run as plan_lines
-    from .runner import summary
+    from .executors import Selection
     from .sources import SourceOptions
+
+    if shard is not None and aggregate_only:
+        raise click.UsageError(
+            "--shard runs cases; --aggregate-only then combines all shards: use them in separate calls"
+        )
 
     source = resolve_recipes(recipes, Path(cache))
     if source.spec == "bundled":
@@ -333,15 +415,12 @@ def download(
         retries=retries,
         cookies=cookies,
         proxy=proxy,
-        progress=not no_progress and workers == 1,
+        progress=not no_progress and executor.resolved == "serial",
     )
     opts = DownloadOptions(
         output=Path(output),
         sources=src_opts,
-        limit=limit,
-        subset=subset,
-        workers=workers,
-        shard=shard,
+        selection=Selection(limit, subset, shard),
         frame_format=frame_format,
         download_only=download_only,
         accept_changed_sources=accept_changed_sources,
@@ -350,11 +429,12 @@ def download(
     if dry_run:
         click.echo("\n".join(plan_lines(source, opts)))
         return
-    outcomes = run_download(source, opts)
-    click.echo(summary(outcomes))
-    if any(o.status == "failed" for o in outcomes):
-        raise SystemExit(1)
-    if not download_only:
+    if aggregate_only:
+        result = aggregate(source, opts)
+    else:
+        with executor.build() as ex:
+            result = run_download(source, opts, ex)
+    if _finish(result, shard, "persistbench download ...the same options, without --shard...") and not download_only:
         click.echo(f"dataset: {output}")
 
 
@@ -379,7 +459,8 @@ def download(
 @LIMIT
 @SUBSET
 @shard_option()
-@workers_option("Cases in parallel processes (one model each).")
+@AGGREGATE_ONLY
+@executor_options
 @resume_option("Continue a run: cases without case.json are (re)done.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing run.")
 @NO_PROGRESS
@@ -396,25 +477,29 @@ def infer(
     limit,
     subset,
     shard,
-    workers,
+    aggregate_only,
+    executor,
     resume,
     overwrite,
     no_progress,
 ) -> None:
-    """Run a model over the cases and write its predictions (runs/NAME/...).
+    """Run a model over the cases and write its predictions (runs/NAME/...). Each worker (process or Ray actor)
+    loads the model once and keeps it for every case it runs.
 
     \b
     Examples:
       persistbench infer --model reproject --dataset reconstructed --output runs/reproject
       persistbench infer --model examples/my_model.py:MyModel --dataset reconstructed --output runs/mine
       persistbench infer --model "cmd:python my_adapter.py {input} {output}" --dataset reconstructed --output runs/ext
+      persistbench infer --model my_model.py:MyModel --dataset reconstructed --output runs/mine \\
+          --executor ray --ray-address auto --gpus-per-task 0.5 --device cuda
     """
     import json
     from pathlib import Path
 
-    from .infer import InferOptions
+    from .executors import Selection
+    from .infer import InferOptions, check_complete
     from .infer import infer as run_infer
-    from .runner import summary
 
     if resume and overwrite:
         raise click.UsageError("--resume and --overwrite exclude each other")
@@ -435,20 +520,18 @@ def infer(
         suite=suite,
         suite_options=selection(tasks, per_task, categories),
     )
-    outcomes = run_infer(
-        opts,
-        limit=limit,
-        subset=subset,
-        shard=shard,
-        workers=workers,
-        resume=resume,
-        overwrite=overwrite,
-        progress=not no_progress,
-    )
-    click.echo(summary(outcomes))
-    if any(o.status == "failed" for o in outcomes):
-        raise SystemExit(1)
-    click.echo(f"predictions: {output}")
+    if shard is not None and aggregate_only:
+        raise click.UsageError(
+            "--shard runs cases; --aggregate-only then checks all shards: use them in separate calls"
+        )
+    selected = Selection(limit, subset, shard)
+    if aggregate_only:
+        result = check_complete(opts, selected)
+    else:
+        with executor.build() as ex:
+            result = run_infer(opts, selected, ex, resume=resume, overwrite=overwrite, progress=not no_progress)
+    if _finish(result, shard, f"persistbench infer ... --output {output}"):
+        click.echo(f"predictions: {output}")
 
 
 @main.command()
@@ -494,13 +577,13 @@ def infer(
 @click.option(
     "--allow-download", is_flag=True, help="Download the AlexNet weights into the torch hub cache if missing."
 )
-@workers_option()
+@executor_options
 @shard_option("Score every N-th case from the K-th; then --aggregate-only.")
 @resume_option("Keep per-case scores that are up to date (same protocol, metrics, prediction).")
 @click.option(
     "--allow-partial", is_flag=True, help="Score the predicted cases even if some are missing (stated in every output)."
 )
-@click.option("--aggregate-only", is_flag=True, help="Recompute the aggregates from the per-case files.")
+@AGGREGATE_ONLY
 @NO_PROGRESS
 def score(
     pred,
@@ -516,7 +599,7 @@ def score(
     device,
     lpips_weights,
     allow_download,
-    workers,
+    executor,
     shard,
     resume,
     allow_partial,
@@ -558,20 +641,19 @@ def score(
         suite=suite,
         suite_options=options,
     )
-    summary = run_score(
-        opts,
-        workers=workers,
-        shard=shard,
-        resume=resume,
-        allow_partial=allow_partial,
-        aggregate_only=aggregate_only,
-        progress=not no_progress,
-    )
-    if summary is None:
-        click.echo(
-            f"shard {shard.index}/{shard.count} scored; when every shard is done: persistbench score --pred {pred} --aggregate-only"
+    with executor.build() as ex:
+        result = run_score(
+            opts,
+            ex,
+            shard=shard,
+            resume=resume,
+            allow_partial=allow_partial,
+            aggregate_only=aggregate_only,
+            progress=not no_progress,
         )
+    if not _finish(result, shard, f"persistbench score --pred {pred}"):
         return
+    summary = result.value
     click.echo(RunLayout(Path(pred)).summary_md(summary["scores_dir"]).read_text(), nl=False)
     click.echo(f"scores: {RunLayout(Path(pred)).scores_dir(summary['scores_dir'])}")
 
@@ -588,9 +670,11 @@ def score(
 @click.option(
     "--date", default=None, metavar="YYYY-MM-DD", help="Publication date for croissant.json (default: left out)."
 )
-@workers_option("Pairs encoded in parallel processes.")
+@executor_options
+@shard_option("Encode every N-th pair from the K-th (staged beside --output); then --aggregate-only.")
+@AGGREGATE_ONLY
 @NO_PROGRESS
-def pack(root, output, shard_size, samples, date, workers, no_progress) -> None:
+def pack(root, output, shard_size, samples, date, executor, shard, aggregate_only, no_progress) -> None:
     """Pack a reconstructed dataset as the sharded distribution (tar shards, checksums, index, Croissant).
 
     \b
@@ -604,8 +688,13 @@ def pack(root, output, shard_size, samples, date, workers, no_progress) -> None:
     from .pack import parse_size
 
     check_writable(Path(output).absolute().parent)
-    dist = run_pack(root, output, parse_size(shard_size), samples, date, workers, progress=not no_progress)
-    click.echo(f"packed {root} into {dist.root}: {len(list(dist.shards_dir.glob('shard-*.tar')))} shard(s)")
+    with executor.build() as ex:
+        result = run_pack(
+            root, output, parse_size(shard_size), samples, date, ex, shard, aggregate_only, progress=not no_progress
+        )
+    if _finish(result, shard, f"persistbench pack {root} --output {output}"):
+        dist = result.value
+        click.echo(f"packed {root} into {dist.root}: {len(list(dist.shards_dir.glob('shard-*.tar')))} shard(s)")
 
 
 @main.command()
@@ -624,8 +713,13 @@ def pack(root, output, shard_size, samples, date, workers, no_progress) -> None:
 @click.option("--include", type=click.Choice(["samples", "all"]), default="all", show_default=True)
 @click.option("--tasks", default=None, metavar="LIST", help="WROP: comma-separated task names or globs (default: all).")
 @SUITE
+@executor_options
+@shard_option("Fetch every N-th file from the K-th; then --aggregate-only.")
+@AGGREGATE_ONLY
 @NO_PROGRESS
-def fetch(output, repo, revision, from_dir, include, tasks, suite, no_progress) -> None:
+def fetch(
+    output, repo, revision, from_dir, include, tasks, suite, executor, shard, aggregate_only, no_progress
+) -> None:
     """Fetch a suite's published data. PersistBench: the sharded distribution (each shard's sha256 verified,
     extracted safely; resumable). R2M-Bench: the conditioning images (GD-ML/R2MBench, test_imgs/) into a
     checkout of its repository. WROP: whole task archives (Hokin/object-permanence), each checked against
@@ -654,7 +748,21 @@ def fetch(output, repo, revision, from_dir, include, tasks, suite, no_progress) 
     if isinstance(from_dir, str) and not cls.remote:
         raise click.UsageError(f"--from {from_dir}: --suite {cls.name} fetches from a folder, not a URL")
     kwargs = {"tasks": chosen} if chosen else {}
-    click.echo(cls.fetch(Path(output), repo, revision, from_dir, include, progress=not no_progress, **kwargs))
+    with executor.build() as ex:
+        result = cls.fetch(
+            Path(output),
+            repo,
+            revision,
+            from_dir,
+            include,
+            progress=not no_progress,
+            executor=ex,
+            shard=shard,
+            aggregate_only=aggregate_only,
+            **kwargs,
+        )
+    if _finish(result, shard, f"persistbench fetch ... --output {output}"):
+        click.echo(result.value)
 
 
 @main.command()
@@ -717,7 +825,7 @@ def report(runs, output, protocol) -> None:
 
 @main.command()
 @output_option("A new (or empty) directory for everything the demo makes.", default="persistbench-demo")
-@workers_option(default=2)
+@click.option("--workers", type=click.IntRange(1), default=2, show_default=True, help="Cases in parallel processes.")
 @NO_PROGRESS
 def demo(output, workers, no_progress) -> None:
     """Run the three suites offline: synth -> loopback server -> download (yt-dlp) -> infer -> score -> report

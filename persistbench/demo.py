@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .errors import PersistbenchError
+from .executors import Executor, RunResult
 from .registry import order
 
 MODELS = ("hold", "reproject", "oracle")
@@ -32,9 +33,9 @@ def demo(
     """Run the three chains into ``out`` (new or empty); returns ``{"report", "summaries", "r2m_report",
     "r2m_summaries", "wrop_report", "wrop_summaries"}``."""
     from .download import DownloadOptions, RecipeSource, download
+    from .executors import ExecutorOptions
     from .infer import InferOptions, infer
     from .report import build_report
-    from .runner import summary as outcome_summary
     from .score import ScoreOptions, score
     from .serve import FileServer
     from .sources import SourceOptions
@@ -48,35 +49,32 @@ def demo(
     def step(text: str) -> None:
         echo(f"[{time.perf_counter() - start:6.1f} s] {text}")
 
-    step(f"synth: {DEMO_SCENES['scenes']} scenes (dynamic and static) into {out / 'sources'}")
-    with FileServer(out) as server:
-        recipes = generate(out / "sources", SynthConfig(**DEMO_SCENES), base_url=f"{server.url}/sources/sources")
-        step(f"download: yt-dlp from {server.url} (loopback), reprojection into {out / 'dataset'}")
-        opts = DownloadOptions(
-            output=out / "dataset", sources=SourceOptions(cache=out / "cache"), workers=workers, progress=progress
-        )
-        outcomes = download(RecipeSource(recipes, str(recipes)), opts)
-    step(outcome_summary(outcomes))
-    if any(o.status == "failed" for o in outcomes):
-        raise PersistbenchError(f"demo: download failed:\n{outcome_summary(outcomes)}")
-    summaries = {}
-    for model in MODELS:
-        run = out / "runs" / model
-        step(f"infer: {model} -> {run}")
-        results = infer(
-            InferOptions(dataset=out / "dataset", output=run, model=model), workers=workers, progress=progress
-        )
-        if any(o.status == "failed" for o in results):
-            raise PersistbenchError(f"demo: infer {model} failed:\n{outcome_summary(results)}")
-        step(f"score: {model}")
-        summaries[model] = score(ScoreOptions(pred=run, dataset=out / "dataset"), workers=workers, progress=progress)
-    step("report")
-    report = build_report([out / "runs" / m for m in MODELS], out / "report.html")
-    echo(summary_table(summaries))
-    r2m = _r2m(out / "r2m", workers, progress, step)
-    echo(r2m_table(r2m["summaries"]))
-    wrop = _wrop(out / "wrop", workers, progress, step)
-    echo(wrop_table(wrop["summaries"]))
+    with ExecutorOptions(workers=workers).build() as ex:  # one pool of workers for every stage
+        step(f"synth: {DEMO_SCENES['scenes']} scenes (dynamic and static) into {out / 'sources'}")
+        with FileServer(out) as server:
+            recipes = generate(out / "sources", SynthConfig(**DEMO_SCENES), base_url=f"{server.url}/sources/sources")
+            step(f"download: yt-dlp from {server.url} (loopback), reprojection into {out / 'dataset'}")
+            opts = DownloadOptions(
+                output=out / "dataset", sources=SourceOptions(cache=out / "cache"), progress=progress
+            )
+            step(checked(download(RecipeSource(recipes, str(recipes)), opts, ex)).text())
+        summaries = {}
+        for model in MODELS:
+            run = out / "runs" / model
+            step(f"infer: {model} -> {run}")
+            checked(
+                infer(InferOptions(dataset=out / "dataset", output=run, model=model), executor=ex, progress=progress)
+            )
+            step(f"score: {model}")
+            opts = ScoreOptions(pred=run, dataset=out / "dataset")
+            summaries[model] = checked(score(opts, ex, progress=progress)).value
+        step("report")
+        report = build_report([out / "runs" / m for m in MODELS], out / "report.html")
+        echo(summary_table(summaries))
+        r2m = _r2m(out / "r2m", ex, progress, step)
+        echo(r2m_table(r2m["summaries"]))
+        wrop = _wrop(out / "wrop", ex, progress, step)
+        echo(wrop_table(wrop["summaries"]))
     step(f"done: open {report}, {r2m['report']} and {wrop['report']}")
     return {
         "report": report,
@@ -88,13 +86,19 @@ def demo(
     }
 
 
-def _r2m(out: Path, workers: int, progress: bool, step: Callable[[str], None]) -> dict:
+def checked(result: RunResult) -> RunResult:
+    """The result; an error when a case failed."""
+    if not result.ok:
+        raise PersistbenchError(f"demo: {result.stage} failed:\n{result.text()}")
+    return result
+
+
+def _r2m(out: Path, ex: Executor, progress: bool, step: Callable[[str], None]) -> dict:
     """R2M-Bench: a synthetic checkout, the built-in models and the pose-rendered reference, scored and reported."""
     import shutil
 
     from .infer import InferOptions, infer
     from .report import build_report
-    from .runner import summary as outcome_summary
     from .score import ScoreOptions, score
     from .suites.r2m.synth import R2MSynthConfig, make
 
@@ -105,23 +109,20 @@ def _r2m(out: Path, workers: int, progress: bool, step: Callable[[str], None]) -
     for model in R2M_MODELS:
         runs[model] = out / "runs" / model
         step(f"r2m infer: {model} -> {runs[model]}")
-        results = infer(InferOptions(dataset=tree, output=runs[model], model=model), workers=workers, progress=progress)
-        if any(o.status == "failed" for o in results):
-            raise PersistbenchError(f"demo: infer {model} failed:\n{outcome_summary(results)}")
+        checked(infer(InferOptions(dataset=tree, output=runs[model], model=model), executor=ex, progress=progress))
     summaries = {}
     for name, run in runs.items():
         step(f"r2m score: {name}")
         opts = ScoreOptions(pred=run, dataset=tree, metrics=R2M_METRICS)
-        summaries[name] = score(opts, workers=workers, allow_partial=True, progress=progress)
+        summaries[name] = checked(score(opts, ex, allow_partial=True, progress=progress)).value
     step("r2m report")
     return {"report": build_report(list(runs.values()), out / "report.html"), "summaries": summaries}
 
 
-def _wrop(out: Path, workers: int, progress: bool, step: Callable[[str], None]) -> dict:
+def _wrop(out: Path, ex: Executor, progress: bool, step: Callable[[str], None]) -> dict:
     """WROP: a corpus of tars served on loopback, read in place over HTTP by the built-in continuation models."""
     from .infer import InferOptions, infer
     from .report import build_report
-    from .runner import summary as outcome_summary
     from .score import ScoreOptions, score
     from .serve import FileServer
     from .suites.wrop.synth import WropSynthConfig, make
@@ -133,12 +134,10 @@ def _wrop(out: Path, workers: int, progress: bool, step: Callable[[str], None]) 
         for model, run in runs.items():
             step(f"wrop infer: {model} -> {run}, the tars read in place from {server.url}")
             opts = InferOptions(dataset=server.url, output=run, model=model, suite="wrop")
-            results = infer(opts, workers=workers, progress=progress)
-            if any(o.status == "failed" for o in results):
-                raise PersistbenchError(f"demo: infer {model} failed:\n{outcome_summary(results)}")
+            checked(infer(opts, executor=ex, progress=progress))
             step(f"wrop score: {model}")
             opts = ScoreOptions(pred=run, dataset=server.url, suite="wrop", metrics=WROP_METRICS)
-            summaries[model] = score(opts, workers=workers, progress=progress)
+            summaries[model] = checked(score(opts, ex, progress=progress)).value
     step("wrop report")
     return {"report": build_report(list(runs.values()), out / "report.html"), "summaries": summaries}
 

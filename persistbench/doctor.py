@@ -135,6 +135,7 @@ def run_checks(
     checks.append(_js_runtime())
     checks += _lpips(lpips_weights)
     checks.append(_package("matplotlib", {"report", "demo"}, 'pip install -e ".[report]"'))
+    checks.append(_package("ray", set(), "pip install 'persistbench[ray]' (only for --executor ray)"))
     checks.append(_writable("cache directory", Path(cache), {"download", "demo"}))
     checks.append(_writable("output directory", Path(output), set(COMMANDS)))
     return checks

@@ -2,8 +2,8 @@
 
 The Python API behind the command: :func:`resolve_recipes` finds the recipe
 file (bundled sample, local path, ``http(s)://`` or ``hf://``), and
-:func:`download` runs the shared case loop of :mod:`persistbench.runner`
-over it, one case = fetch the source clip, then reconstruct.
+:func:`download` runs it on an executor (:mod:`persistbench.executors`),
+one case = fetch the source clip, then reconstruct.
 """
 
 from __future__ import annotations
@@ -15,14 +15,15 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from . import runner
 from .errors import PersistbenchError, UsageError
+from .executors import Executor, Job, Outcome, RunResult, Selection, SerialExecutor
 from .files import atomic_path, check_writable, copy_bounded, sha256_file, write_json
-from .index import read_case_records, read_index, recorded_sha256
+from .index import completion_records, read_case_records, read_index, rebuild_index, recorded_sha256
 from .layout import RECIPES_PROVENANCE, STATE_DIR, SUBSETS, CacheLayout
 from .recipes import MAX_FILE_BYTES, Recipe, load_recipes
 from .reconstruct import clip_frames, reconstruct_case
 from .sources import SourceOptions, cached_clip, fetch, is_youtube, require_js_runtime
+from .timing import phase
 
 
 def bundled_recipes() -> Path:
@@ -96,36 +97,36 @@ class DownloadOptions:
 
     output: Path
     sources: SourceOptions
-    limit: int | None = None
-    subset: str | None = None
-    workers: int = 1
-    shard: runner.Shard | None = None
+    selection: Selection = Selection()
     frame_format: str = "png"
     download_only: bool = False
     accept_changed_sources: bool = False
     progress: bool = True
 
     def __post_init__(self) -> None:
-        if self.subset is not None and self.subset not in SUBSETS:
-            raise UsageError(f"--subset {self.subset}: PersistBench's subsets are {', '.join(SUBSETS)}")
+        subset = self.selection.subset
+        if subset is not None and subset not in SUBSETS:
+            raise UsageError(f"--subset {subset}: PersistBench's subsets are {', '.join(SUBSETS)}")
 
 
 def _download_case(recipe: Recipe, opts: DownloadOptions) -> None:
-    clip = fetch(recipe, opts.sources)
+    with phase("download"):
+        clip = fetch(recipe, opts.sources)
     if opts.download_only:
         return
-    reconstruct_case(recipe, clip_frames(recipe, clip), opts.output, opts.frame_format, opts.accept_changed_sources)
+    with phase("reproject"):  # decoding the clip, reprojecting and writing the views, as one stream
+        reconstruct_case(recipe, clip_frames(recipe, clip), opts.output, opts.frame_format, opts.accept_changed_sources)
 
 
 def _recorded(recipe: Recipe, root: Path) -> bool:
-    """Whether the case is complete with this recipe (asked again under the case's lock)."""
+    """Whether the case is complete with this recipe (its completion record; asked again in the worker)."""
     return recorded_sha256(root, recipe.subset, recipe.case_id) == recipe.sha256
 
 
 def plan(source: RecipeSource, opts: DownloadOptions) -> list[Recipe]:
     """The recipes this run handles, in the deterministic order."""
     recipes = load_recipes(source.path, source.origin)
-    return runner.select(recipes, lambda r: r.subset, opts.subset, opts.limit, opts.shard)
+    return opts.selection.apply(recipes, lambda r: r.subset)
 
 
 def dry_run(source: RecipeSource, opts: DownloadOptions) -> list[str]:
@@ -140,20 +141,24 @@ def dry_run(source: RecipeSource, opts: DownloadOptions) -> list[str]:
 
 
 def complete_cases(root: Path) -> dict[tuple[str, str], str]:
-    """(subset, uid) -> recipe sha256 of the cases marked complete in both index files."""
+    """(subset, uid) -> recipe sha256 of the complete cases: their completion records, and the cases marked
+    complete in both index files (datasets written before completion records)."""
     rows = {(r["subset"], r["uid"]) for r in read_index(root)}
-    return {
+    done = {
         (r["subset"], r["uid"]): r.get("recipe_sha256", "")
         for r in read_case_records(root)
         if (r["subset"], r["uid"]) in rows
     }
+    done.update({key: record.get("recipe_sha256", "") for key, (_, record) in completion_records(root).items()})
+    return done
 
 
-def download(source: RecipeSource, opts: DownloadOptions) -> list[runner.Outcome]:
-    """Reconstruct (or with ``download_only`` just fetch) the selected cases.
+def download(source: RecipeSource, opts: DownloadOptions, executor: Executor | None = None) -> RunResult:
+    """Reconstruct (or with ``download_only`` just fetch) the selected cases on ``executor`` (default: serial).
 
-    Complete cases whose recipe is unchanged are skipped; incomplete ones are
-    redone. Returns one outcome per selected case, in order.
+    Complete cases whose recipe is unchanged are skipped; incomplete ones are redone. At the end the
+    index files are brought in line with every case's completion record (:func:`aggregate` does only
+    that, after the shards of a run). Returns one outcome per selected case, in order.
     """
     recipes = plan(source, opts)
     if opts.sources.sources_dir is None and any(
@@ -172,13 +177,38 @@ def download(source: RecipeSource, opts: DownloadOptions) -> list[runner.Outcome
     done = {} if opts.download_only else complete_cases(opts.output)
     state = (opts.output if not opts.download_only else opts.sources.cache) / STATE_DIR
     recheck = None if opts.download_only else functools.partial(_recorded, root=opts.output)
-    job = runner.Job(functools.partial(_download_case, opts=opts), state, recheck)
-    return runner.run(
+    job = Job(
+        "download" if opts.download_only else "reconstruct",
+        functools.partial(_download_case, opts=opts),
+        state,
+        recheck,
+    )
+    result = (executor or SerialExecutor()).run(
+        job,
         recipes,
         key_of=lambda r: r.case_id,
-        job=job,
         is_done=lambda r: done.get((r.subset, r.case_id)) == r.sha256,
-        workers=opts.workers,
-        desc="download" if opts.download_only else "reconstruct",
         progress=opts.progress,
+    )
+    if not opts.download_only:
+        rebuild_index(opts.output)
+    return result
+
+
+def aggregate(source: RecipeSource, opts: DownloadOptions) -> RunResult:
+    """``download --aggregate-only``: rebuild the index from the completion records once every shard is done;
+    one outcome per selected case (``failed``: not complete with its recipe)."""
+    if not opts.output.is_dir():
+        raise PersistbenchError(f"{opts.output}: no dataset here; run download (its shards) first")
+    rebuild_index(opts.output)
+    done = complete_cases(opts.output)
+    return RunResult(
+        "reconstruct",
+        [
+            Outcome(r.case_id, "done", attempts=1)
+            if done.get((r.subset, r.case_id)) == r.sha256
+            else Outcome(r.case_id, "failed", "not reconstructed (or with another recipe)")
+            for r in plan(source, opts)
+        ],
+        "none",
     )

@@ -8,20 +8,24 @@ anything is read from it; then every member is checked (a regular file named
 or devices) before any is written. Members are written by our own code into a
 staging directory, which is moved into place only when the whole shard is
 out, so a rejected or interrupted shard leaves nothing behind. Verified and
-extracted shards are recorded under ``.state/fetch/`` and skipped on a rerun.
+extracted shards are recorded under ``.state/fetch/`` (written by rename, checked
+on read) and skipped on a rerun. Files are fetched on an executor, one per call;
+``--shard K/N`` fetches every N-th file and ``--aggregate-only`` then writes
+``fetch.json`` once every file is there.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import tarfile
 import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from .errors import PersistbenchError
+from .executors import Executor, Job, RunResult, SerialExecutor, Shard
 from .files import read_json, sha256_file, write_json
 from .layout import (
     CASES_JSONL,
@@ -35,6 +39,7 @@ from .layout import (
     fetch_done_path,
 )
 from .names import remove_tree
+from .timing import phase
 
 DEFAULT_REPO = "persistbench/persistbench"
 REMOTE = DistributionLayout(Path())  # the distribution's paths, relative to its root
@@ -43,47 +48,53 @@ _CHUNK = 1 << 20
 
 @dataclass(frozen=True)
 class Source:
-    """Where the distribution's files come from: ``get(name)`` returns a local path to the file."""
+    """Where the distribution's files come from: a local folder (``root``), or a Hub dataset repository at a
+    commit. Picklable, so workers on other machines fetch from the same place."""
 
     description: dict
-    get: Callable[[str], Path]
+    root: Path | None = None
+    repo: str | None = None
+    commit: str | None = None
+
+    def get(self, name: str) -> Path:
+        """A local path to the distribution file ``name`` (downloaded into the Hub cache first)."""
+        if self.root is not None:
+            path = self.root / name
+            if not path.is_file():
+                raise PersistbenchError(f"{path}: missing from the distribution")
+            return path
+        from huggingface_hub import hf_hub_download
+
+        try:
+            return Path(hf_hub_download(self.repo, name, repo_type="dataset", revision=self.commit))
+        except _hub_errors() as e:
+            raise PersistbenchError(f"hf://{self.repo}/{name}@{self.commit[:12]}: {e}".splitlines()[0]) from None
+
+
+def _hub_errors() -> tuple[type[BaseException], ...]:
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
+
+    return (HfHubHTTPError, LocalEntryNotFoundError, OSError, ValueError)  # offline mode raises an OSError
 
 
 def local_source(directory: str | os.PathLike) -> Source:
-    root = Path(directory)
+    root = Path(directory).absolute()
     if not DistributionLayout(root).index_json.is_file():
         raise PersistbenchError(f"{root}: not a persistbench distribution (no index.json)")
-
-    def get(name: str) -> Path:
-        path = root / name
-        if not path.is_file():
-            raise PersistbenchError(f"{path}: missing from the distribution")
-        return path
-
-    return Source({"from": str(root.resolve())}, get)
+    return Source({"from": str(root.resolve())}, root=root)
 
 
 def hub_source(repo: str, revision: str | None) -> Source:
     """A Hugging Face dataset repository; ``revision`` (branch, tag or commit) is resolved to a commit first."""
-    from huggingface_hub import HfApi, hf_hub_download
-    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
-
-    errors = (HfHubHTTPError, LocalEntryNotFoundError, OSError, ValueError)  # offline mode raises an OSError
+    from huggingface_hub import HfApi
 
     try:
         sha = HfApi().dataset_info(repo, revision=revision).sha
-    except errors as e:
+    except _hub_errors() as e:
         raise PersistbenchError(
             f"hf://{repo}@{revision or 'main'}: cannot resolve the revision: {e}".splitlines()[0]
         ) from None
-
-    def get(name: str) -> Path:
-        try:
-            return Path(hf_hub_download(repo, name, repo_type="dataset", revision=sha))
-        except errors as e:
-            raise PersistbenchError(f"hf://{repo}/{name}@{sha[:12]}: {e}".splitlines()[0]) from None
-
-    return Source({"repo": repo, "revision": revision or "main", "commit": sha}, get)
+    return Source({"repo": repo, "revision": revision or "main", "commit": sha}, repo=repo, commit=sha)
 
 
 def check_member(member: tarfile.TarInfo) -> str | None:
@@ -141,14 +152,26 @@ def extract_shard(shard: Path, output: Path, expected: set[str] | None = None) -
     return pairs
 
 
-def fetch(output: str | os.PathLike, source: Source, include: str = "all", progress: bool = True) -> dict:
-    """Fetch the distribution into ``output`` (a dataset tree in the nested form); returns ``fetch.json``.
+def fetch(
+    output: str | os.PathLike,
+    source: Source,
+    include: str = "all",
+    executor: Executor | None = None,
+    shard: Shard | None = None,
+    aggregate_only: bool = False,
+    progress: bool = True,
+) -> RunResult:
+    """Fetch the distribution into ``output`` (a dataset tree in the nested form) on ``executor`` (default:
+    serial), one file per call; the result's ``value`` is ``fetch.json``'s record (None for a shard).
 
-    ``include="samples"`` takes only the unarchived sample pairs.
+    ``include="samples"`` takes only the unarchived sample pairs. With ``shard`` only every
+    ``shard.count``-th file is fetched; ``aggregate_only`` writes ``fetch.json`` once all are there.
     """
-    from tqdm import tqdm
-
-    output = Path(output)
+    if shard is not None and aggregate_only:
+        raise PersistbenchError(
+            "--shard fetches files; --aggregate-only then checks them all: use them in separate calls"
+        )
+    output = Path(output).absolute()
     for name in (CASES_JSONL, DB_NAME):
         if (output / name).exists():
             raise PersistbenchError(f"{output}: holds a reconstructed dataset ({name}); fetch into a new directory")
@@ -163,34 +186,57 @@ def fetch(output: str | os.PathLike, source: Source, include: str = "all", progr
     bad = [n for n in names if not (SHARD_RE.match(n) or PAIR_FILE_RE.match(n.removeprefix(samples)))]
     if bad:
         raise PersistbenchError(f"checksums.json: refused file name {bad[0]!r}")
-    todo = [n for n in names if not _done(output, n, checksums[n]["sha256"])]
-    total = sum(int(checksums[n]["bytes"]) for n in todo)
-    with tqdm(total=total, unit="B", unit_scale=True, desc="fetch", disable=not progress) as bar:
-        for name in todo:
-            path = source.get((REMOTE.shards_dir / name).as_posix() if SHARD_RE.match(name) else name)
-            want = checksums[name]
-            size = path.stat().st_size
-            if size != int(want["bytes"]):
-                raise PersistbenchError(f"{name}: {size} bytes, checksums.json says {want['bytes']}; nothing extracted")
-            if sha256_file(path, bar.update) != want["sha256"]:
-                raise PersistbenchError(f"{name}: sha256 differs from checksums.json; nothing extracted")
-            if SHARD_RE.match(name):
-                extract_shard(path, output, {k for k, row in index.items() if row["shard"] == name})
-            else:
-                target = output / name.removeprefix(samples)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                tmp = target.with_name(f".{target.name}.part")
-                shutil.copyfile(path, tmp)
-                os.replace(tmp, target)
-            write_json(fetch_done_path(output, name), {"name": name, "sha256": want["sha256"]})
+    wanted = {n: checksums[n] for n in names}
+    pairs_of = {n: sorted(k for k, row in index.items() if row["shard"] == n) for n in names if SHARD_RE.match(n)}
+    is_done = functools.partial(_done, output=output, checksums=wanted)
+    result = RunResult("fetch", [])
+    if not aggregate_only:
+        chosen = names if shard is None else names[shard.index :: shard.count]
+        work = functools.partial(_fetch_one, output=output, source=source, checksums=wanted, pairs_of=pairs_of)
+        job = Job("fetch", work, output / STATE_DIR / "fetch", is_done)
+        result = (executor or SerialExecutor()).run(
+            job, chosen, key_of=lambda n: n.replace("/", "__"), is_done=is_done, progress=progress
+        )
+    if shard is not None or not result.ok:
+        return result
+    missing = [n for n in names if not is_done(n)]
+    if missing:
+        raise PersistbenchError(
+            f"{output}: {len(missing)} file(s) not fetched yet (first: {missing[0]}); run every --shard first"
+        )
     pairs = len(index) if include == "all" else len({"/".join(n.removeprefix(samples).split("/")[:3]) for n in names})
     record = {**source.description, "include": include, "files": len(names), "pairs": pairs}
     write_json(output / FETCH_JSON, record)
-    return record
+    result.value = record
+    return result
 
 
-def _done(output: Path, name: str, sha256: str) -> bool:
+def _fetch_one(name: str, output: Path, source: Source, checksums: dict, pairs_of: dict[str, list[str]]) -> None:
+    """Fetch, check and extract (or copy) one distribution file; its done record last."""
+    samples = f"{REMOTE.samples_dir.as_posix()}/"
+    with phase("transfer"):
+        path = source.get((REMOTE.shards_dir / name).as_posix() if SHARD_RE.match(name) else name)
+    want = checksums[name]
+    with phase("verify"):
+        size = path.stat().st_size
+        if size != int(want["bytes"]):
+            raise PersistbenchError(f"{name}: {size} bytes, checksums.json says {want['bytes']}; nothing extracted")
+        if sha256_file(path) != want["sha256"]:
+            raise PersistbenchError(f"{name}: sha256 differs from checksums.json; nothing extracted")
+    with phase("extract"):
+        if SHARD_RE.match(name):
+            extract_shard(path, output, set(pairs_of[name]))
+        else:
+            target = output / name.removeprefix(samples)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(f".{target.name}.part")
+            shutil.copyfile(path, tmp)
+            os.replace(tmp, target)
+    write_json(fetch_done_path(output, name), {"name": name, "sha256": want["sha256"]})
+
+
+def _done(name: str, output: Path, checksums: dict) -> bool:
     try:
-        return read_json(fetch_done_path(output, name)).get("sha256") == sha256
-    except PersistbenchError:
+        return read_json(fetch_done_path(output, name)).get("sha256") == checksums[name]["sha256"]
+    except (PersistbenchError, AttributeError):
         return False

@@ -73,14 +73,23 @@ def _process_alive(pid: int) -> bool:
 
 
 @contextlib.contextmanager
-def file_lock(path: str | os.PathLike) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``path`` (created if missing); released on exit or process death."""
+def file_lock(path: str | os.PathLike, best_effort: bool = False) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (created if missing); released on exit or process death.
+
+    ``best_effort``: where the file system has no locks (some network file systems), go on unlocked;
+    for locks that only save duplicate work, never ones that correctness depends on.
+    """
+    import errno
     import fcntl
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX)
+        except OSError as e:
+            if not (best_effort and e.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS)):
+                raise
         try:
             yield
         finally:

@@ -1,7 +1,10 @@
 """A reconstructed dataset's index: ``cases.jsonl`` (one record per complete case) and ``data.db``.
 
 ``data.db`` holds the public toolkit's ``data`` table; both files are rewritten whole, in
-(subset, uid) order, so their bytes depend only on which cases are complete.
+(subset, uid) order, so their bytes depend only on which cases are complete. What marks a case
+complete is its own completion record (``.state/complete/<subset>/<uid>.json``, written by rename),
+not the index: the index is updated as cases complete on one machine and rebuilt from the records
+at the end of a run (:func:`rebuild_index`), so workers on machines that share no lock lose nothing.
 """
 
 from __future__ import annotations
@@ -13,8 +16,8 @@ import sqlite3
 from pathlib import Path
 
 from .errors import PersistbenchError
-from .files import atomic_path, file_lock, write_text
-from .layout import CASES_JSONL, DB_NAME, STATE_DIR, SUBSETS
+from .files import atomic_path, file_lock, read_json, write_json, write_text
+from .layout import CASES_JSONL, DB_NAME, STATE_DIR, SUBSETS, completion_record
 from .names import check_name
 
 # Public `data` table columns first (DESIGN section 4), then ours.
@@ -84,22 +87,55 @@ def mark_complete(root: str | os.PathLike, row: dict, record: dict) -> None:
     ``uid`` and ``subset``. Both files are written whole, in (subset, uid) order,
     to a temporary name and renamed into place, so their bytes are a function of
     the complete cases, whatever the completion order, and a row in ``data.db``
-    implies its record. Safe to call from several processes: an exclusive file
-    lock serialises it.
+    implies its record. The case's completion record comes first; the index
+    update is serialised by a file lock among the processes of one machine.
     """
     root = Path(root)
     unknown = set(row) - set(DATA_COLUMNS)
     if unknown:
         raise ValueError(f"unknown data.db columns: {sorted(unknown)}")
-    key = (record["subset"], record["uid"])
+    write_json(completion_record(root, record["subset"], record["uid"]), {"row": row, "record": record})
     with file_lock(root / STATE_DIR / "index.lock"):
-        records = {(r["subset"], r["uid"]): r for r in read_case_records(root)}
-        records[key] = record
-        lines = [json.dumps(records[k], sort_keys=True, separators=(",", ":")) for k in sorted(records)]
-        write_text(root / CASES_JSONL, "".join(line + "\n" for line in lines))
-        rows = {(r["subset"], r["uid"]): r for r in read_index(root)}
-        rows[key] = row
-        _write_index(root / DB_NAME, [rows[k] for k in sorted(rows)])
+        _write_both(root, {(record["subset"], record["uid"]): (row, record)})
+
+
+def _write_both(root: Path, new: dict[tuple[str, str], tuple[dict, dict]]) -> None:
+    """The index as it is, with ``new`` (key -> (row, record)) added or replaced."""
+    records = {(r["subset"], r["uid"]): r for r in read_case_records(root)}
+    rows = {(r["subset"], r["uid"]): r for r in read_index(root)}
+    for key, (row, record) in new.items():
+        rows[key], records[key] = row, record
+    lines = [json.dumps(records[k], sort_keys=True, separators=(",", ":")) for k in sorted(records)]
+    write_text(root / CASES_JSONL, "".join(line + "\n" for line in lines))
+    _write_index(root / DB_NAME, [rows[k] for k in sorted(rows)])
+
+
+def completion_records(root: str | os.PathLike) -> dict[tuple[str, str], tuple[dict, dict]]:
+    """(subset, uid) -> (row, record) of every case's completion record, checked on read: a file that is not
+    a record of the case its name says is left out (the case counts as not complete)."""
+    base = completion_record(root, SUBSETS[0], "x").parent.parent
+    out = {}
+    for path in sorted(base.glob("*/*.json")) if base.is_dir() else ():
+        try:
+            data = read_json(path)
+        except PersistbenchError:
+            continue
+        row, record = (data.get("row"), data.get("record")) if isinstance(data, dict) else (None, None)
+        key = (path.parent.name, path.stem)
+        if isinstance(row, dict) and isinstance(record, dict) and (record.get("subset"), record.get("uid")) == key:
+            out[key] = (row, record)
+    return out
+
+
+def rebuild_index(root: str | os.PathLike) -> int:
+    """Bring ``cases.jsonl`` and ``data.db`` in line with the completion records (cases indexed before records
+    existed are kept); returns the number of cases indexed."""
+    root = Path(root)
+    records = completion_records(root)
+    if records:  # nothing completed: nothing written
+        with file_lock(root / STATE_DIR / "index.lock"):
+            _write_both(root, records)
+    return len(read_case_records(root))
 
 
 def _write_index(path: Path, rows: list[dict]) -> None:
@@ -114,7 +150,15 @@ def _write_index(path: Path, rows: list[dict]) -> None:
 
 
 def recorded_sha256(root: str | os.PathLike, subset: str, uid: str) -> str | None:
-    """The recipe sha256 of a complete case (its ``data.db`` row), or None; one indexed lookup."""
+    """The recipe sha256 of a complete case (its completion record, else its ``data.db`` row), or None."""
+    try:
+        record = read_json(completion_record(root, subset, uid))
+    except PersistbenchError:
+        record = None
+    if isinstance(record, dict) and isinstance(record.get("record"), dict):
+        inner = record["record"]
+        if (inner.get("subset"), inner.get("uid")) == (subset, uid):
+            return inner.get("recipe_sha256")
     path = Path(root) / DB_NAME
     if not path.exists():
         return None

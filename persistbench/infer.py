@@ -4,7 +4,7 @@ What the model gets for a case is the suite's (:meth:`~persistbench.suites.base.
 PersistBench samples ``view_0`` frames and both cameras; R2M-Bench gives the conditioning image,
 the prompt and every trajectory pose); the model never sees what it is scored against. Its
 output is validated before anything of the case is written, and the case's ``case.json`` is
-written last. The case loop is :mod:`persistbench.runner`; nothing here depends on the suite.
+written last. Cases run on an executor (:mod:`persistbench.executors`); nothing here depends on the suite.
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from . import __version__, runner, sphere
+from . import __version__, sphere
 from .errors import PersistbenchError, UsageError
+from .executors import Executor, Job, RunResult, Selection, SerialExecutor
 from .files import check_writable, file_lock, read_json, sha256_file, write_json
 from .images import write_image
 from .layout import STATE_DIR, RunLayout
@@ -28,6 +29,7 @@ from .names import remove_tree
 from .runs import RunRecord, case_record
 from .suites import open_suite
 from .suites.base import CaseRef, Request, Suite
+from .timing import phase
 from .video import LOSSLESS_SETTINGS, encode_video
 
 # ---------------------------------------------------------------- output validation (pure)
@@ -97,9 +99,9 @@ def _model(opts: InferOptions) -> BaseModel:
     key = json.dumps([opts.model, opts.device, opts.config], sort_keys=True)
     if key not in _MODELS:
         _MODELS[key] = load_model(opts.model, opts.device, opts.config)
-        if hasattr(_MODELS[key], "log_dir"):
-            _MODELS[key].log_dir = RunLayout(opts.output).log_dir
         atexit.register(close_models)  # worker processes end without returning to infer()
+    if hasattr(_MODELS[key], "log_dir"):  # a worker may serve several runs with one model
+        _MODELS[key].log_dir = RunLayout(opts.output).log_dir
     return _MODELS[key]
 
 
@@ -148,11 +150,13 @@ def infer_case(key: tuple[str, str], opts: InferOptions) -> None:
     model = _model(opts)
     num_frames, resolution = sampling_of(model, opts.model)
     oracle = bool(getattr(model, "uses_ground_truth", False))
-    req = opts.open_suite().request(CaseRef(subset, case_id), num_frames, resolution, oracle)
+    with phase("decode"):
+        req = opts.open_suite().request(CaseRef(subset, case_id), num_frames, resolution, oracle)
     if oracle:
         model.ground_truth = req.ground_truth
     try:
-        out = model.predict(ModelInput(**req.fields))
+        with phase("model"):
+            out = model.predict(ModelInput(**req.fields))
     except PersistbenchError:
         raise
     except SystemExit as e:  # the model's own code ended the process: that case fails, the run goes on
@@ -163,9 +167,10 @@ def infer_case(key: tuple[str, str], opts: InferOptions) -> None:
         frames, masks, projection = validate_output(out, req.n_frames, req.size)
     except ValueError as e:
         raise PersistbenchError(f"{case_id}: bad model output: {e}") from None
-    if projection == "equirect":
-        frames, masks = _from_equirect(frames, masks, req.fields["target_cameras"], req.size)
-    _write_case(RunLayout(opts.output), subset, case_id, req, frames, masks, projection)
+    with phase("write"):
+        if projection == "equirect":
+            frames, masks = _from_equirect(frames, masks, req.fields["target_cameras"], req.size)
+        _write_case(RunLayout(opts.output), subset, case_id, req, frames, masks, projection)
 
 
 def _from_equirect(frames, masks, cams, size):
@@ -275,39 +280,58 @@ def _claim_run(run: RunLayout, info: RunRecord, resume: bool, overwrite: bool) -
 
 def infer(
     opts: InferOptions,
-    limit: int | None = None,
-    subset: str | None = None,
-    shard: runner.Shard | None = None,
-    workers: int = 1,
+    selection: Selection | None = None,
+    executor: Executor | None = None,
     resume: bool = False,
     overwrite: bool = False,
     progress: bool = True,
-) -> list[runner.Outcome]:
-    """Run the model over the selected cases; one outcome per case, in order."""
+) -> RunResult:
+    """Run the model over the selected cases on ``executor`` (default: serial); one outcome per case, in order.
+
+    A shard of a run (``selection.shard``) joins the run another shard started (``run.json`` must agree).
+    """
+    selection = selection or Selection()
     suite = opts.open_suite()
     everything = suite.cases()
     if not everything:
         raise UsageError(f"{opts.dataset}: no cases (not a dataset root?)")
-    if subset is not None and subset not in {c.subset for c in everything}:
+    if selection.subset is not None and selection.subset not in {c.subset for c in everything}:
         raise UsageError(
-            f"--subset {subset}: no such subset; {opts.dataset} has {', '.join(sorted({c.subset for c in everything}))}"
+            f"--subset {selection.subset}: no such subset; {opts.dataset} has "
+            f"{', '.join(sorted({c.subset for c in everything}))}"
         )
-    cases = runner.select(everything, lambda c: c.subset, subset, limit, shard)
+    cases = selection.apply(everything, lambda c: c.subset)
     check_writable(opts.output)
-    start_run(opts, resume, overwrite)
+    start_run(opts, resume or (selection.shard is not None and not overwrite), overwrite)
     run = RunLayout(opts.output)
     names = {(c.subset, c.case_id): suite.key(c) for c in cases}
     predicted = functools.partial(_predicted, run=run)
-    job = runner.Job(functools.partial(infer_case, opts=opts), run.state_dir, predicted)
+    job = Job("infer", functools.partial(infer_case, opts=opts), run.state_dir, predicted)
     try:
-        return runner.run(
-            list(names),
-            key_of=names.__getitem__,
-            job=job,
-            is_done=predicted,
-            workers=workers,
-            desc="infer",
-            progress=progress,
+        return (executor or SerialExecutor()).run(
+            job, list(names), key_of=names.__getitem__, is_done=predicted, progress=progress
         )
     finally:
         close_models()
+
+
+def check_complete(opts: InferOptions, selection: Selection | None = None) -> RunResult:
+    """``infer --aggregate-only``: after the shards of a run, one outcome per selected case: ``skipped`` when
+    predicted, else ``failed`` with the reason its record gives (or ``not predicted``)."""
+    from .executors import Outcome, read_records
+
+    selection = selection or Selection()
+    suite = opts.open_suite()
+    run = RunLayout(opts.output)
+    if not run.run_json.is_file():
+        raise PersistbenchError(f"{run.root}: no run.json; run infer (its shards) first")
+    records = {r["key"]: r for r in read_records(run.state_dir)}
+    outcomes = []
+    for c in selection.apply(suite.cases(), lambda c: c.subset):
+        key = suite.key(c)
+        if _predicted((c.subset, c.case_id), run):
+            outcomes.append(Outcome(key, "done", attempts=records.get(key, {}).get("attempts", 1)))
+        else:
+            reason = str(records.get(key, {}).get("reason") or "not predicted").split("\n", 1)[0]
+            outcomes.append(Outcome(key, "failed", reason))
+    return RunResult("infer", outcomes, "none")

@@ -234,6 +234,22 @@ def pair_dir(subset: str, case_id: str) -> str:
     return f"{subset}/{case_id}/{check_name(CaseId.parse(case_id).obj_id, f'{case_id}: object id')}"
 
 
+def completion_record(root: str | os.PathLike, subset: str, case_id: str) -> Path:
+    """The record that a reconstructed case is complete (its ``data.db`` row and ``cases.jsonl`` record): the
+    completion marker, written last by the case's worker; the index files are built from these."""
+    return child(Path(root) / STATE_DIR, "complete", subset, f"{case_id}.json")
+
+
+def stage_record(state_dir: str | os.PathLike, key: str) -> Path:
+    """An executor's record of one case of a stage (status, attempts, seconds per phase, worker)."""
+    return child(Path(state_dir), "records", f"{key}.json")
+
+
+def stage_lock(state_dir: str | os.PathLike, key: str) -> Path:
+    """The lock a worker holds while it runs one case of a stage."""
+    return child(Path(state_dir), "locks", f"{key}.lock")
+
+
 def fetch_done_path(root: str | os.PathLike, name: str) -> Path:
     """The record that the distribution file ``name`` was verified and extracted into ``root``."""
     return child(Path(root) / STATE_DIR, "fetch", f"{name.replace('/', '__')}.json")

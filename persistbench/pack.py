@@ -5,28 +5,33 @@ frames as H.264 MP4 (:data:`persistbench.video.H264_SETTINGS`), masks as PNG
 and the pickled dictionaries copied byte for byte. Pairs are packed whole into
 tar shards of about ``shard_size`` bytes, in dataset order, with fixed member
 metadata (mtime 0, uid/gid 0, modes 644/755, sorted names), so the same input
-gives byte-identical shards. Everything is written into a temporary sibling
-of ``out`` and renamed into place at the end: an interrupted pack leaves nothing.
+gives byte-identical shards.
+
+Encoding the pairs is the costly part and runs on an executor, one case per
+call, each pair staged under ``.<out>.pack/`` (beside ``out``) and renamed into
+place whole: a rerun keeps the pairs staged before, and ``--shard K/N`` on N
+machines stages one part each. Assembling (the tars, checksums, index and
+metadata) happens once every pair is staged, in a temporary sibling of
+``out`` renamed into place at the end; the staging folder goes with it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import csv
+import functools
 import io
-import multiprocessing
 import os
 import re
 import shutil
 import tarfile
 import tempfile
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import __version__, croissant
 from .dataset import Case, Dataset
 from .errors import PersistbenchError
+from .executors import Executor, Job, RunResult, SerialExecutor, Shard
 from .files import UMASK, sha256_file, write_json, write_text
 from .index import read_case_records
 from .layout import (
@@ -41,7 +46,8 @@ from .layout import (
     mask_name,
     pair_dir,
 )
-from .runner import die_with_parent
+from .names import remove_tree
+from .timing import phase
 from .video import H264_SETTINGS, encode_video, ffmpeg_exe
 
 # Full-resolution chroma: 4:2:0 costs textured frames up to 5 dB of PSNR (worst frame of the sample:
@@ -77,25 +83,43 @@ class Pair:
         return sum(512 + -(-path.stat().st_size // 512) * 512 for _, path in self.files)
 
 
-def _stage_pair(case: Case, fps: float, staging: Path) -> Pair:
-    """Write one case's pair files under ``staging/<pair dir>/``."""
+def _stage_pair(case: Case, fps: float, staging: Path) -> None:
+    """Write one case's pair files under ``staging/<pair dir>/``: into a temporary folder, renamed whole."""
     rel = pair_dir(case.subset, case.case_id)
-    base = staging / rel
-    for name in VIEWS:
-        view = case.view(name)
-        (base / name / MASKS_DIR).mkdir(parents=True, exist_ok=True)
-        if view.video_path is not None:
-            shutil.copyfile(view.video_path, base / name / VIDEO_NAME)
-        else:
-            encode_video(base / name / VIDEO_NAME, view.frames(), fps, PACK_H264)
-        for i, path in enumerate(view.mask_paths):
-            if path.suffix.lower() != ".png":
-                raise PersistbenchError(f"{path}: masks must be PNG to be packed")
-            shutil.copyfile(path, base / name / MASKS_DIR / mask_name(i))
-        shutil.copyfile(view.camera_path, base / name / CAMERA_NAME)
-    for name in (VISIBILITY_NAME, THETA_PHI_NAME, COVERAGE_NAME):
-        if (case.path / name).is_file():
-            shutil.copyfile(case.path / name, base / name)
+    base = Path(tempfile.mkdtemp(prefix=f".{case.case_id}.", dir=staging))
+    try:
+        for name in VIEWS:
+            view = case.view(name)
+            (base / name / MASKS_DIR).mkdir(parents=True, exist_ok=True)
+            with phase("encode"):
+                if view.video_path is not None:
+                    shutil.copyfile(view.video_path, base / name / VIDEO_NAME)
+                else:
+                    encode_video(base / name / VIDEO_NAME, view.frames(), fps, PACK_H264)
+            with phase("copy"):
+                for i, path in enumerate(view.mask_paths):
+                    if path.suffix.lower() != ".png":
+                        raise PersistbenchError(f"{path}: masks must be PNG to be packed")
+                    shutil.copyfile(path, base / name / MASKS_DIR / mask_name(i))
+                shutil.copyfile(view.camera_path, base / name / CAMERA_NAME)
+        for name in (VISIBILITY_NAME, THETA_PHI_NAME, COVERAGE_NAME):
+            if (case.path / name).is_file():
+                shutil.copyfile(case.path / name, base / name)
+        (staging / rel).parent.mkdir(parents=True, exist_ok=True)
+        remove_tree(staging, staging / rel)  # a pair staged from an older dataset
+        base.chmod(0o777 & ~UMASK)  # mkdtemp makes it private
+        os.rename(base, staging / rel)
+    finally:
+        remove_tree(staging, base)
+
+
+def _staged(key: tuple[str, str], staging: Path) -> bool:
+    """Whether the pair of case ``(subset, case_id)`` is staged (its folder is renamed in whole)."""
+    return (staging / pair_dir(*key)).is_dir()
+
+
+def _pair(case: Case, staging: Path) -> Pair:
+    base = staging / pair_dir(case.subset, case.case_id)
     files = sorted((p.relative_to(staging).as_posix(), p) for p in base.rglob("*") if p.is_file())
     return Pair(case.case_id, case.subset, case.n_frames, files)
 
@@ -141,24 +165,10 @@ def pick_samples(pairs: list[Pair], n: int) -> list[Pair]:
     return [pairs[i] for _, _, i in sorted(keyed)[:n]]
 
 
-def _stage_all(cases: list[Case], fps: dict[str, float], staging: Path, workers: int, progress: bool) -> list[Pair]:
-    """Every case's pair, in order; ``workers`` processes encode in parallel (each pair on its own, so the bytes
-    do not depend on the number of workers)."""
-    from tqdm import tqdm
-
-    args = list(zip(*[(c, fps.get(c.case_id, DEFAULT_FPS), staging) for c in cases]))
-    with contextlib.ExitStack() as stack:
-        bar = stack.enter_context(tqdm(total=len(cases), desc="pack", unit="pair", disable=not progress))
-        if workers > 1:
-            ctx = multiprocessing.get_context("spawn")
-            pool = stack.enter_context(
-                ProcessPoolExecutor(workers, ctx, initializer=die_with_parent, initargs=(os.getpid(),))
-            )
-        pairs = []
-        for pair in pool.map(_stage_pair, *args) if workers > 1 else map(_stage_pair, *args):
-            pairs.append(pair)
-            bar.update(1)
-        return pairs
+def staging_dir(out: str | os.PathLike) -> Path:
+    """Where the pairs of ``out`` are staged until it is assembled: ``.<name>.pack/`` beside it."""
+    out = Path(out).absolute()
+    return out.parent / f".{out.name}.pack"
 
 
 def pack(
@@ -167,14 +177,22 @@ def pack(
     shard_size: int = 1_200_000_000,
     samples: int = 4,
     date: str | None = None,
-    workers: int = 1,
+    executor: Executor | None = None,
+    shard: Shard | None = None,
+    aggregate_only: bool = False,
     progress: bool = False,
-) -> DistributionLayout:
+) -> RunResult:
     """Pack the dataset at ``root`` into the distribution at ``out`` (which must not exist or be empty).
 
-    ``date`` (``YYYY-MM-DD``) is the publication date written to ``croissant.json``; ``workers``
-    encode pairs in parallel processes.
+    ``date`` (``YYYY-MM-DD``) is the publication date written to ``croissant.json``. The pairs are
+    encoded on ``executor`` (default: serial); with ``shard`` only that part is staged and nothing is
+    assembled; ``aggregate_only`` assembles what the shards staged. The result's ``value`` is the
+    :class:`DistributionLayout` once assembled.
     """
+    if shard is not None and aggregate_only:
+        raise PersistbenchError(
+            "--shard stages pairs; --aggregate-only then assembles them: use them in separate calls"
+        )
     ds = Dataset(root)
     out = Path(out)
     if date is not None and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", date):
@@ -185,13 +203,44 @@ def pack(
     if not cases:
         raise PersistbenchError(f"{ds.root}: no cases to pack")
     fps = {r["uid"]: float(r.get("source", {}).get("fps") or DEFAULT_FPS) for r in read_case_records(ds.root)}
+    staging = staging_dir(out)
+    new = not staging.exists()
+    staging.mkdir(parents=True, exist_ok=True)
+    result = RunResult("pack", [])
+    if not aggregate_only:
+        keys = [(c.subset, c.case_id) for c in (cases if shard is None else cases[shard.index :: shard.count])]
+        is_done = functools.partial(_staged, staging=staging)
+        job = Job("pack", functools.partial(_stage_case, root=ds.root, fps=fps, staging=staging), staging, is_done)
+        result = (executor or SerialExecutor()).run(
+            job, keys, key_of=lambda k: k[1], is_done=is_done, progress=progress
+        )
+    if shard is not None:
+        return result
+    if not result.ok:
+        if new:  # bad input: nothing left behind (an interrupted pack keeps its staged pairs for the rerun)
+            shutil.rmtree(staging)
+        return result
+    missing = [c.case_id for c in cases if not _staged((c.subset, c.case_id), staging)]
+    if missing:
+        raise PersistbenchError(
+            f"{staging}: {len(missing)} pair(s) not staged yet (first: {missing[0]}); run every --shard first"
+        )
+    result.value = _assemble([_pair(c, staging) for c in cases], out, shard_size, samples, date)
+    shutil.rmtree(staging)
+    return result
+
+
+def _stage_case(key: tuple[str, str], root: Path, fps: dict[str, float], staging: Path) -> None:
+    _stage_pair(Dataset(root).case(*key), fps.get(key[1], DEFAULT_FPS), staging)
+
+
+def _assemble(pairs: list[Pair], out: Path, shard_size: int, samples: int, date: str | None) -> DistributionLayout:
+    """The distribution from the staged pairs: written in a temporary sibling of ``out``, renamed at the end."""
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         tmp.chmod(0o777 & ~UMASK)  # mkdtemp makes it private
         dist = DistributionLayout(tmp)
-        staging = tmp / ".staging"
-        pairs = _stage_all(cases, fps, staging, workers, progress)
         checksums, index = {}, {}
         dist.shards_dir.mkdir()
         for k, group in enumerate(assign_shards(pairs, shard_size)):
@@ -209,7 +258,6 @@ def pack(
                     "sha256": sha256_file(target),
                     "bytes": target.stat().st_size,
                 }
-        shutil.rmtree(staging)
         write_json(dist.checksums_json, checksums)
         write_json(dist.index_json, index)
         buf = io.StringIO()

@@ -12,6 +12,7 @@ import html
 from pathlib import Path
 
 from .errors import PersistbenchError
+from .executors import read_records
 from .figures import table
 from .files import read_json, write_text
 from .layout import RunLayout
@@ -82,6 +83,46 @@ def _provenance(runs: list[dict]) -> str:
     return table("provenance", head, rows, sortable=False)
 
 
+def _timing(runs: list[dict]) -> str:
+    """Where the time went: per run and stage, the cases timed, their summed and median seconds, each phase's share
+    (decode, model, write, ...), retries and workers, from the executor's per-case records."""
+    head = [
+        "run",
+        "stage",
+        "cases",
+        "seconds (sum)",
+        "median s/case",
+        "phases (share of the sum)",
+        "retries",
+        "workers",
+    ]
+    rows = []
+    for r in runs:
+        folders = (
+            ("infer", r["layout"].state_dir),
+            ("score", r["layout"].scores_state_dir(r["summary"]["scores_dir"])),
+        )
+        for stage, folder in folders:
+            records = [x for x in read_records(folder) if x.get("status") == "done"]
+            if not records:
+                continue
+            seconds = sorted(float(x.get("seconds", 0.0)) for x in records)
+            phases: dict[str, float] = {}
+            for x in records:
+                for name, value in x["phases"].items():
+                    phases[name] = phases.get(name, 0.0) + float(value)
+            total = sum(seconds)
+            shares = " · ".join(f"{k} {100 * v / total:.0f}%" for k, v in phases.items()) if total > 0 else ""
+            retries = sum(max(0, int(x.get("attempts", 1)) - 1) for x in records)
+            workers = len({x.get("worker") for x in records})
+            cells = [r["name"], stage, len(records), f"{total:.2f}", f"{seconds[len(seconds) // 2]:.3f}", shares]
+            rows.append([str(c) for c in [*cells, retries, workers]])
+    if not rows:
+        return ""
+    note = "<p class='note'>From each case's record (<code>.state/records/</code>); cases skipped on a rerun keep the record of the run that made them.</p>"
+    return "<h2>Where the time went</h2>" + note + table("timing", head, rows, sortable=False)
+
+
 _SORT_JS = """
 document.querySelectorAll('table.sortable th').forEach(function (th) {
   th.addEventListener('click', function () {
@@ -147,7 +188,7 @@ def build_report(
         f"{html.escape(note)} Click a column to sort.</p>"
     ]
     parts += [f"<p class='warning'>{html.escape(w)}</p>" for w in comparability_warnings(runs)]
-    parts += board + ["<h2>Provenance</h2>", _provenance(runs)] + figures
+    parts += board + ["<h2>Provenance</h2>", _provenance(runs), _timing(runs)] + figures
     page = (
         f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>persistbench report</title>"
         f"<style>{_CSS}</style></head><body>{''.join(parts)}<script>{_SORT_JS}</script></body></html>\n"

@@ -16,8 +16,9 @@ import io
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from . import __version__, metrics, runner
+from . import __version__, metrics
 from .errors import PersistbenchError, UsageError
+from .executors import Executor, Job, RunResult, Selection, SerialExecutor, Shard
 from .files import check_writable, read_json, write_json, write_text
 from .layout import RunLayout
 from .protocol import Protocol
@@ -25,6 +26,7 @@ from .registry import METRICS, order
 from .runs import read_run_info
 from .suites import open_suite
 from .suites.base import CaseRef, ScoreContext, Suite
+from .timing import phase
 
 
 @dataclass(frozen=True)
@@ -85,15 +87,18 @@ def _score_one(key: tuple[str, str], opts: ScoreOptions, run_info: dict | None, 
     protocol = opts.load_protocol(suite)
     run = RunLayout(opts.pred)
     case = CaseRef(*key)
-    pred = suite.read_prediction(run.root, run_info, case)
+    with phase("decode"):
+        pred = suite.read_prediction(run.root, run_info, case)
     if pred is None:
         raise PersistbenchError(f"{case.case_id}: the prediction disappeared while scoring")
     path = run.case_scores(protocol.dirname, *key)
-    new = suite.score_case(case, pred, protocol, _context(opts, wanted, run.scores_dir(protocol.dirname)))
-    old = read_json(path) if path.is_file() else None
-    if isinstance(old, dict) and all(old.get(k) == new[k] for k in ("protocol_sha256", "prediction_sha256")):
-        new = suite.merge(new, old)
-    write_json(path, new)
+    with phase("metrics"):  # the suite decodes the frames it scores as it goes
+        new = suite.score_case(case, pred, protocol, _context(opts, wanted, run.scores_dir(protocol.dirname)))
+    with phase("write"):
+        old = read_json(path) if path.is_file() else None
+        if isinstance(old, dict) and all(old.get(k) == new[k] for k in ("protocol_sha256", "prediction_sha256")):
+            new = suite.merge(new, old)
+        write_json(path, new)
 
 
 def _up_to_date(suite: Suite, run: RunLayout, protocol: Protocol, wanted, run_info, case, lpips_note) -> bool:
@@ -173,19 +178,20 @@ def recorded_options(run_info: dict | None, run: RunLayout) -> dict:
 
 def score(
     opts: ScoreOptions,
-    workers: int = 1,
-    shard: runner.Shard | None = None,
+    executor: Executor | None = None,
+    shard: Shard | None = None,
     resume: bool = False,
     allow_partial: bool = False,
     aggregate_only: bool = False,
     progress: bool = True,
-) -> dict | None:
-    """Score every case of the dataset that the run predicted; write per-case files and aggregates; return the summary.
+) -> RunResult:
+    """Score every case of the dataset that the run predicted on ``executor`` (default: serial); write per-case
+    files and aggregates. The result's ``value`` is the summary.
 
-    With ``shard``, only that shard's cases are scored and no aggregates are written (None is
-    returned): run ``aggregate_only`` once every shard is done. Without ``resume`` every selected
-    case is scored again; with it, cases whose scores are up to date are kept. Metrics not
-    requested now but scored before for the same prediction and protocol are kept.
+    With ``shard``, only that shard's cases are scored and no aggregates are written (``value`` is None): run
+    ``aggregate_only`` once every shard is done. When a case fails, no aggregates are written either. Without
+    ``resume`` every selected case is scored again; with it, cases whose scores are up to date are kept.
+    Metrics not requested now but scored before for the same prediction and protocol are kept.
     """
     if shard is not None and aggregate_only:
         raise UsageError("--shard scores cases; --aggregate-only then combines all shards: use them in separate calls")
@@ -210,12 +216,13 @@ def score(
     everything = suite.cases()
     if not everything:
         raise PersistbenchError(f"{suite.dataset_id()}: no cases to score against")
-    cov = coverage(suite, run, run_info, runner.select(everything, lambda c: c.subset, shard=shard), everything)
+    cov = coverage(suite, run, run_info, Selection(shard=shard).apply(everything), everything)
     if cov.partial and not allow_partial:
         raise PersistbenchError(f"{run.root}: {'; '.join(cov.problems())}; --allow-partial scores the rest")
     opts = ScoreOptions(**{**asdict(opts), "metrics": wanted})
     if allow_partial:
         opts = ScoreOptions(**{**asdict(opts), "suite_options": {**opts.suite_options, "allow_partial": True}})
+    result = RunResult("score", [])
     if not aggregate_only:
         note = _context(opts, wanted).lpips if resume else None
         note = note if isinstance(note, str) else None
@@ -225,29 +232,24 @@ def score(
             else set()
         )
         keys = {(c.subset, c.case_id): suite.key(c) for c in cov.present}
-        job = runner.Job(
+        job = Job(
+            "score",
             functools.partial(_score_one, opts=opts, run_info=run_info, wanted=wanted),
             run.scores_state_dir(protocol.dirname),
         )
-        outcomes = runner.run(
+        result = (executor or SerialExecutor()).run(
+            job,
             [(c.subset, c.case_id) for c in cov.present],
             key_of=keys.__getitem__,
-            job=job,
             is_done=lambda k: keys[k] in done,
-            workers=workers,
-            desc="score",
             progress=progress,
         )
-        failed = [o for o in outcomes if o.status == "failed"]
-        if failed:
-            raise PersistbenchError(
-                f"{run.root}: {len(failed)} case(s) could not be scored:\n{runner.summary(outcomes)}"
-            )
-    if shard is not None:
-        return None
+    if shard is not None or not result.ok:
+        return result
     results = [read_json(run.case_scores(protocol.dirname, c.subset, c.case_id)) for c in cov.present]
     header = ScoresHeader.of(run, run_info, suite, protocol, fingerprint, results, cov)
-    return write_aggregates(run, suite, protocol, header, results, _context(opts, ()))
+    result.value = write_aggregates(run, suite, protocol, header, results, _context(opts, ()))
+    return result
 
 
 @dataclass

@@ -257,9 +257,9 @@ def bad_run(tmp_path, lines, *extra):
 
 
 def assert_failed(result, tmp_path, case_id, message):
-    """Exit 1; one summary line naming the case and the problem; no trace of the case on disk."""
+    """Exit 1; one error line naming the case and the problem; no trace of the case on disk."""
     assert result.exit_code == 1, result.output
-    lines = [x for x in result.output.splitlines() if x.startswith(f"  {case_id}: ")]
+    lines = [x for x in result.output.splitlines() if x.removeprefix("Error: ").strip().startswith(f"{case_id}: ")]
     assert len(lines) == 1 and message in lines[0], result.output
     leftovers = [p for p in (tmp_path / "ds").rglob(f"{case_id}*") if layout.STATE_DIR not in p.parts]
     assert not leftovers, "nothing half-written"

@@ -416,7 +416,7 @@ def test_fingerprint_refuses_another_sample_clip_and_accepts_reencodes(tmp_path)
     )
     (tmp_path / "r.jsonl").write_text(SAMPLE.read_text().splitlines()[0] + "\n")
     result = run_cli("download", "--recipes", "r.jsonl", "--sources-dir", "clips", "--output", "out", cwd=tmp_path)
-    assert result.returncode == 1 and "source differs from the one the benchmark was built from" in result.stdout
+    assert result.returncode == 1 and "source differs from the one the benchmark was built from" in result.stderr
 
 
 def test_long_commands_show_progress(dataset_dir, tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from click.testing import CliRunner
 from persistbench import pair_metrics
 from persistbench.cli import main
 from persistbench.errors import PersistbenchError
+from persistbench.executors import ProcessExecutor, Selection, Shard
 from persistbench.infer import InferOptions, infer
 from persistbench.score import ScoreOptions, score
 from persistbench.suites import detect, open_suite
@@ -31,7 +33,8 @@ def tree(tmp_path_factory) -> Path:
 
 
 def _score(pred: Path, dataset: Path, metrics=APPEARANCE, allow_partial: bool = False) -> dict:
-    return score(ScoreOptions(pred=pred, dataset=dataset, metrics=metrics), allow_partial=allow_partial, progress=False)
+    opts = ScoreOptions(pred=pred, dataset=dataset, metrics=metrics)
+    return score(opts, allow_partial=allow_partial, progress=False).value
 
 
 @pytest.fixture(scope="session")
@@ -156,8 +159,7 @@ def test_pair_files_do_not_depend_on_videos_workers_or_shards(tree, tmp_path):
     (b / "DDDAAA" / "0002.mp4").unlink()  # another set of videos
     (b / "revisit_loop" / "0001.mp4").unlink()
     opts = {"metrics": ("frame_psnr",)}
-    score(ScoreOptions(pred=a, dataset=tree, **opts), workers=2, progress=False)
-    from persistbench.runner import Shard
+    score(ScoreOptions(pred=a, dataset=tree, **opts), ProcessExecutor(workers=2), progress=False)
 
     for k in range(3):
         score(ScoreOptions(pred=b, dataset=tree, **opts), shard=Shard(k, 3), allow_partial=True, progress=False)
@@ -179,16 +181,17 @@ def test_upstream_pair_files_round_trip(tree, tmp_path):
     again = score(
         ScoreOptions(pred=run, dataset=tree, metrics=("frame_psnr",), suite_options={"pairs": str(theirs)}),
         progress=False,
-    )
+    ).value
     assert again["trajectories"] == first["trajectories"] and again["metrics"] == first["metrics"]
     bad = tmp_path / "bad"
     shutil.copytree(theirs, bad)
     (bad / "DDDAAA.json").write_text(json.dumps({"revisit": [[5, 3]], "baseline": [], "short": []}))
-    with pytest.raises(PersistbenchError, match=r"DDDAAA\.json: revisit: \[5, 3\] is not a pair"):
-        score(
-            ScoreOptions(pred=run, dataset=tree, metrics=("frame_psnr",), suite_options={"pairs": str(bad)}),
-            progress=False,
-        )
+    refused = score(
+        ScoreOptions(pred=run, dataset=tree, metrics=("frame_psnr",), suite_options={"pairs": str(bad)}),
+        progress=False,
+    )
+    assert refused.failed and all(o.key.startswith("DDDAAA.") for o in refused.failed) and refused.value is None
+    assert re.search(r"DDDAAA\.json: revisit: \[5, 3\] is not a pair", refused.failed[0].reason)
 
 
 # ---------------------------------------------------------------- metrics and relative scores
@@ -277,7 +280,8 @@ def test_identical_frames_take_the_capped_psnr(tree, tmp_path):
 
 
 def test_infer_then_score_in_our_layout_and_upstreams(tree, tmp_path):
-    outcomes = infer(InferOptions(dataset=tree, output=tmp_path / "warp", model="warp"), workers=2, progress=False)
+    opts = InferOptions(dataset=tree, output=tmp_path / "warp", model="warp")
+    outcomes = infer(opts, executor=ProcessExecutor(workers=2), progress=False)
     assert [o.status for o in outcomes] == ["done"] * 6
     ours = _score(tmp_path / "warp", tree, metrics=CPU_METRICS, allow_partial=True)
     flat = tmp_path / "flat"
@@ -299,7 +303,9 @@ def test_infer_then_score_in_our_layout_and_upstreams(tree, tmp_path):
 
 
 def test_oracle_cannot_run_on_r2m(tree, tmp_path):
-    outcomes = infer(InferOptions(dataset=tree, output=tmp_path / "o", model="oracle"), limit=1, progress=False)
+    outcomes = infer(
+        InferOptions(dataset=tree, output=tmp_path / "o", model="oracle"), Selection(limit=1), progress=False
+    )
     assert outcomes[0].status == "failed" and "no ground-truth video" in outcomes[0].reason
 
 
@@ -381,21 +387,15 @@ def test_sift_inlier_ratio_is_zero_without_a_model_and_never_reads_garbage():
     assert (match, inlier) == (1.0, 0.0)
 
 
-def test_resume_keeps_up_to_date_videos_and_redoes_changed_ones(tree, tmp_path, monkeypatch):
-    import persistbench.runner as runner_module
-
+def test_resume_keeps_up_to_date_videos_and_redoes_changed_ones(tree, tmp_path):
     run = Path(shutil.copytree(tree / "videos" / "pose", tmp_path / "run"))
-    metrics = ("frame_psnr", "scene_identity")
-    first = score(ScoreOptions(pred=run, dataset=tree, metrics=metrics), allow_partial=True, progress=False)
-    seen, real = [], runner_module.run
-    monkeypatch.setattr(runner_module, "run", lambda *a, **k: seen.append(real(*a, **k)) or seen[-1])
-    again = score(
-        ScoreOptions(pred=run, dataset=tree, metrics=metrics), resume=True, allow_partial=True, progress=False
-    )
+    opts = ScoreOptions(pred=run, dataset=tree, metrics=("frame_psnr", "scene_identity"))
+    first = score(opts, allow_partial=True, progress=False)
+    again = score(opts, resume=True, allow_partial=True, progress=False)
     shutil.copy(tree / "videos" / "time" / "DDDAAA" / "0001.mp4", run / "DDDAAA" / "0001.mp4")  # another video
-    score(ScoreOptions(pred=run, dataset=tree, metrics=metrics), resume=True, allow_partial=True, progress=False)
-    assert [o.status for o in seen[0]] == ["skipped"] * 6 and again["metrics"] == first["metrics"]
-    assert sorted((o.key, o.status) for o in seen[1] if o.status != "skipped") == [("DDDAAA.0001", "done")]
+    third = score(opts, resume=True, allow_partial=True, progress=False)
+    assert [o.status for o in again] == ["skipped"] * 6 and again.value["metrics"] == first.value["metrics"]
+    assert sorted((o.key, o.status) for o in third if o.status != "skipped") == [("DDDAAA.0001", "done")]
 
 
 def test_subsets_are_the_suites(tree, tmp_path):

@@ -70,3 +70,19 @@ def test_graph_sees_imports():
     graph = import_graph()
     assert "persistbench.files" in graph["persistbench.dataset"]
     assert "persistbench.names" in _reachable(graph, "persistbench.cli")
+
+
+def test_only_the_ray_executor_imports_ray_and_only_when_it_runs():
+    """The demo and the core need no Ray: ``import ray`` appears in one function of executors/ray.py and at no
+    module level anywhere."""
+    importers = {}
+    for path in PACKAGE.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            names += [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            if any(n == "ray" or n.startswith("ray.") for n in names):
+                importers.setdefault(_module_name(path), []).append(node)
+        module_level = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+        assert not any(n in module_level for n in importers.get(_module_name(path), [])), path
+    assert set(importers) == {"persistbench.executors.ray"}, sorted(importers)

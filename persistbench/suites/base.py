@@ -24,6 +24,7 @@ from typing import ClassVar
 import numpy as np
 
 from ..errors import UsageError
+from ..executors import Executor, RunResult, Shard
 from ..files import sha256_file
 from ..protocol import Check, Protocol, load_protocol
 from ..registry import order
@@ -228,10 +229,14 @@ class Suite(ABC):
         include: str,
         progress: bool,
         tasks: list[str] | None = None,
-    ) -> str:
+        executor: Executor | None = None,
+        shard: Shard | None = None,
+        aggregate_only: bool = False,
+    ) -> RunResult:
         """Fetch this suite's published data into ``output`` (from the Hub, or ``from_dir``: a folder, or a URL
-        where the suite reads remote data); ``tasks`` (WROP) names what to fetch. Returns a one-line summary
-        with the next command to run."""
+        where the suite reads remote data) on ``executor``, one file per call; ``tasks`` (WROP) names what to
+        fetch; ``shard`` fetches one part, ``aggregate_only`` then checks them and writes the fetch record.
+        The result's ``value`` is a one-line summary with the next command to run (None for a shard)."""
         raise UsageError(f"--suite {cls.name}: nothing to fetch")
 
     # ---------------------------------------------------------------- synthetic data

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from ...dataset import Case, Dataset
+from ...executors import RunResult
 from ...layout import CASES_JSONL, DB_NAME, SUBSETS, VIEWS, RunLayout
 from ...protocol import Protocol
 from ...sampling import crop_box, fit_camera, sample_indices, sampled_frames, sampled_masks, target_size
@@ -56,17 +57,19 @@ class PersistBench(Suite):
     # ---------------------------------------------------------------- inference
 
     @classmethod
-    def fetch(cls, output, repo, revision, from_dir, include, progress, tasks=None) -> str:
+    def fetch(cls, output, repo, revision, from_dir, include, progress, tasks=None, **run) -> RunResult:
         """The sharded distribution: each shard's sha256 verified, extracted safely; resumable (:mod:`persistbench.fetch`)."""
         from ...fetch import DEFAULT_REPO, hub_source, local_source
         from ...fetch import fetch as run_fetch
 
         source = local_source(from_dir) if from_dir else hub_source(repo or DEFAULT_REPO, revision)
-        record = run_fetch(output, source, include, progress=progress)
-        return (
-            f"fetched {record['pairs']} pair(s) from {record['files']} file(s) into {output}; "
-            f"check them with: persistbench verify {output}"
-        )
+        result = run_fetch(output, source, include, progress=progress, **run)
+        if result.value is not None:
+            result.value = (
+                f"fetched {result.value['pairs']} pair(s) from {result.value['files']} file(s) into {output}; "
+                f"check them with: persistbench verify {output}"
+            )
+        return result
 
     @classmethod
     def synthesize(cls, out: Path, config_file: str | None, options: dict, progress: bool = True) -> str:

@@ -4,27 +4,32 @@ From the Hub (``Hokin/object-permanence``, the revision resolved to a commit) or
 folder or an ``http(s)`` URL of a corpus. Each archive is copied into ``train/<task>_task.tar.part``
 by byte ranges, resuming from what a previous attempt left there, then its sha256 and member
 count (and every member name: :func:`persistbench.suites.wrop.corpus.build_archive`) are checked
-before it is renamed into place; a bad archive leaves nothing behind. ``train/checksums.txt``
-(the lines of the archives fetched) and ``persistbench_fetch.json`` are written last, so the
-folder is a corpus only once every archive asked for is there.
+before it is renamed into place; a bad archive leaves nothing behind. Archives are fetched on an
+executor, one per call (a worker opens the corpus at the commit the driver resolved); ``--shard K/N``
+fetches every N-th. ``train/checksums.txt`` (the lines of the archives fetched) and
+``persistbench_fetch.json`` are written last (by the run without ``--shard``, or by
+``--aggregate-only``), so the folder is a corpus only once every archive asked for is there.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from pathlib import Path
 
 from ...errors import PersistbenchError
+from ...executors import Executor, Job, RunResult, SerialExecutor, Shard
 from ...files import write_json, write_text
-from ...layout import SUITE_FETCH_JSON
+from ...layout import STATE_DIR, SUITE_FETCH_JSON
 from ...tarindex import LocalFile
+from ...timing import phase
 from . import corpus, layout
 
 CHUNK = 8 << 20
 
 
-def _copy(source, part: Path, progress) -> None:
+def _copy(source, part: Path) -> None:
     """Append ``source``'s bytes to ``part`` from where it stops (a resumed download)."""
     have = part.stat().st_size if part.exists() else 0
     if have > source.size:
@@ -36,7 +41,6 @@ def _copy(source, part: Path, progress) -> None:
             if not data:
                 raise PersistbenchError(f"{source.name}: no bytes at {offset}")
             f.write(data)
-            progress(len(data))
         f.flush()
         os.fsync(f.fileno())
 
@@ -62,33 +66,70 @@ def _check(part: Path, entry: corpus.ArchiveEntry, name: str) -> None:
 
 
 def fetch_corpus(
-    output: Path, repo: str | None, revision: str | None, source: str | None, tasks: list[str] | None, progress: bool
-) -> int:
-    """Copy the chosen tasks' archives into ``output/train/``; returns how many archives are there."""
-    from tqdm import tqdm
-
+    output: Path,
+    repo: str | None,
+    revision: str | None,
+    source: str | None,
+    tasks: list[str] | None,
+    progress: bool,
+    executor: Executor | None = None,
+    shard: Shard | None = None,
+    aggregate_only: bool = False,
+) -> RunResult:
+    """Copy the chosen tasks' archives into ``output/train/`` on ``executor`` (default: serial); the result's
+    ``value`` is the number of archives there (None for a shard)."""
+    if shard is not None and aggregate_only:
+        raise PersistbenchError(
+            "--shard fetches archives; --aggregate-only then checks them all: use them in separate calls"
+        )
+    output = Path(output).absolute()
     where = str(source) if source else f"hf://datasets/{repo or layout.HUB_REPO}" + (f"@{revision}" if revision else "")
     location = corpus.open_location(where)
     entries = corpus.checksums(location)
     chosen = corpus.match_tasks(list(entries), tuple(tasks) if tasks else None, location.id)
-    sources = {t: location.source(layout.archive_path(t)) for t in chosen}
-    total = sum(s.size for s in sources.values())
-    with tqdm(total=total, desc="fetch", unit="B", unit_scale=True, disable=not progress) as bar:
-        for task in chosen:
-            dest = output / layout.archive_path(task)
-            src, entry = sources[task], entries[task]
-            done = (
-                dest.is_file() and dest.stat().st_size == src.size and corpus.sha256_of(LocalFile(dest)) == entry.sha256
-            )
-            if done:
-                bar.update(src.size)
-                continue
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            part = dest.with_name(dest.name + ".part")
-            _copy(src, part, bar.update)
-            _check(part, entry, src.name)
-            os.replace(part, dest)
+    sizes = {t: location.source(layout.archive_path(t)).size for t in chosen}
+    is_done = functools.partial(_complete, output=output, entries=entries, sizes=sizes)
+    result = RunResult("fetch", [])
+    if not aggregate_only:
+        work = functools.partial(_fetch_archive, output=output, where=location.id, entries=entries, sizes=sizes)
+        job = Job("fetch", work, output / STATE_DIR / "fetch", is_done)
+        todo = chosen if shard is None else chosen[shard.index :: shard.count]
+        result = (executor or SerialExecutor()).run(job, todo, key_of=lambda t: t, is_done=is_done, progress=progress)
+    if shard is not None or not result.ok:
+        return result
+    missing = [t for t in chosen if not is_done(t)] if aggregate_only else []  # else: each was checked in its run
+    if missing:
+        raise PersistbenchError(
+            f"{output}: {len(missing)} archive(s) not fetched yet (first: {layout.archive_name(missing[0])}); "
+            "run every --shard first"
+        )
     lines = "".join(f"{entries[t].sha256}  {layout.archive_name(t)}  {entries[t].members}\n" for t in chosen)
     write_text(output / layout.CHECKSUMS, lines)
     write_json(output / SUITE_FETCH_JSON, {"source": location.id, "tasks": chosen})
-    return len(chosen)
+    result.value = len(chosen)
+    return result
+
+
+def _complete(task: str, output: Path, entries: dict, sizes: dict[str, int]) -> bool:
+    """Whether the task's archive is in place: its size and sha256 those of ``checksums.txt``."""
+    dest = output / layout.archive_path(task)
+    return (
+        dest.is_file()
+        and dest.stat().st_size == sizes[task]
+        and corpus.sha256_of(LocalFile(dest)) == entries[task].sha256
+    )
+
+
+def _fetch_archive(task: str, output: Path, where: str, entries: dict, sizes: dict[str, int]) -> None:
+    """Copy one archive into ``.part`` (resuming), check it, rename it into place."""
+    src = corpus.open_location(where).source(layout.archive_path(task))
+    if src.size != sizes[task]:
+        raise PersistbenchError(f"{src.name}: {src.size} bytes now, {sizes[task]} when the fetch began")
+    dest = output / layout.archive_path(task)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    part = dest.with_name(dest.name + ".part")
+    with phase("transfer"):
+        _copy(src, part)
+    with phase("verify"):
+        _check(part, entries[task], src.name)
+    os.replace(part, dest)

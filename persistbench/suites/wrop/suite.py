@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import PersistbenchError, UsageError
+from ...executors import RunResult
 from ...files import read_json
 from ...layout import STATE_DIR, RunLayout
 from ...names import name_problem
@@ -181,12 +182,17 @@ class Wrop(Suite):
     # ---------------------------------------------------------------- getting the data
 
     @classmethod
-    def fetch(cls, output, repo, revision, from_dir, include, progress, tasks=None) -> str:
+    def fetch(cls, output, repo, revision, from_dir, include, progress, tasks=None, **run) -> RunResult:
         """Whole archives with ``checksums.txt`` verified (:mod:`.fetch`), resumable; ``include`` does not apply."""
         from .fetch import fetch_corpus
 
-        n = fetch_corpus(Path(output), repo, revision, from_dir, tasks, progress)
-        return f"fetched {n} archive(s) into {Path(output) / layout.SPLIT}; check with: persistbench verify {output}"
+        result = fetch_corpus(Path(output), repo, revision, from_dir, tasks, progress, **run)
+        if result.value is not None:
+            result.value = (
+                f"fetched {result.value} archive(s) into {Path(output) / layout.SPLIT}; "
+                f"check with: persistbench verify {output}"
+            )
+        return result
 
     # ---------------------------------------------------------------- synthetic data
 

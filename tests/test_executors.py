@@ -1,0 +1,327 @@
+"""Executors: serial, local processes and Ray give the same bytes; dead workers are replaced and their case
+retried (a bounded number of times); every stage takes --shard and --aggregate-only; records and timings."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from persistbench.cli import main
+from persistbench.download import DownloadOptions, download, resolve_recipes
+from persistbench.errors import UsageError
+from persistbench.executors import ExecutorOptions, ProcessExecutor, Selection, Shard, read_records
+from persistbench.infer import InferOptions, infer
+from persistbench.report import build_report
+from persistbench.score import ScoreOptions, score
+from persistbench.sources import SourceOptions
+from persistbench.suites.r2m.synth import R2MSynthConfig
+from persistbench.suites.r2m.synth import make as make_r2m
+from persistbench.suites.wrop.synth import WropSynthConfig
+from persistbench.suites.wrop.synth import make as make_wrop
+
+ADAPTERS = Path(__file__).parent / "adapters" / "dying.py"
+R2M_METRICS = ("frame_psnr", "frame_ssim", "sift_match_ratio")
+WROP_METRICS = ("psnr", "ssim")
+
+
+def digests(root: Path) -> dict[str, str]:
+    """{relative path: sha256} of every output file: not the executor's records (timings), not run.json (its
+    start time)."""
+    return {
+        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and ".state" not in p.parts and p.name != "run.json"
+    }
+
+
+def cli(*args, code: int = 0) -> str:
+    result = CliRunner().invoke(main, [str(a) for a in args])
+    assert result.exit_code == code, result.output
+    return result.output
+
+
+@contextlib.contextmanager
+def killer(marker: Path):
+    """Kill (SIGKILL) the process that writes its id to ``marker/pid``, once, from a thread of this process;
+    yields the list of killed process ids."""
+    killed: list[str] = []
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            if (marker / "pid").exists():
+                pid = (marker / "pid").read_text()
+                (marker / "killed").touch()
+                os.kill(int(pid), signal.SIGKILL)
+                killed.append(pid)
+                return
+            time.sleep(0.01)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    try:
+        yield killed
+    finally:
+        stop.set()
+        thread.join()
+
+
+# ---------------------------------------------------------------- the interface
+
+
+def test_selection_and_options():
+    items = [("a", 1), ("b", 2), ("a", 3), ("a", 4), ("b", 5)]
+    subset_of = lambda it: it[0]  # noqa: E731
+    assert Selection(subset="a").apply(items, subset_of) == [("a", 1), ("a", 3), ("a", 4)]
+    assert Selection(limit=4, shard=Shard(1, 2)).apply(items) == [("b", 2), ("a", 4)]
+    shards = [Selection(shard=Shard(k, 3)).apply(items) for k in range(3)]
+    assert sorted(x for s in shards for x in s) == sorted(items)  # every item exactly once
+    assert ExecutorOptions().resolved == "serial" and ExecutorOptions(workers=2).resolved == "processes"
+    for bad in ({"gpus_per_task": 1.0}, {"ray_address": "auto", "kind": "processes"}, {"kind": "serial", "workers": 2}):
+        with pytest.raises(UsageError):
+            ExecutorOptions(**bad)
+    args = ("infer", "--model", "hold", "--dataset", ".", "--output", "x", "--gpus-per-task", "1")
+    assert "--gpus-per-task need --executor ray" in cli(*args, code=2)
+
+
+def test_processes_give_the_serial_bytes_and_records_say_where_time_went(sample_ds, tmp_path):
+    serial, procs = tmp_path / "serial", tmp_path / "procs"
+    a = infer(InferOptions(dataset=sample_ds, output=serial, model="reproject"), progress=False)
+    b = infer(
+        InferOptions(dataset=sample_ds, output=procs, model="reproject"), executor=ProcessExecutor(2), progress=False
+    )
+    assert a.ok and b.ok and b.executor == "processes" and len(b) == 8
+    assert digests(serial) == digests(procs)
+    records = read_records(procs / ".state")
+    assert len(records) == 8 and {r["stage"] for r in records} == {"infer"}
+    assert all(set(r["phases"]) == {"decode", "model", "write"} and r["attempts"] == 1 for r in records)
+    assert len({r["worker"] for r in records}) == 2  # two processes shared the cases
+    assert all(sum(r["phases"].values()) <= r["seconds"] + 1e-6 for r in records)
+    assert score(ScoreOptions(pred=procs, dataset=sample_ds, metrics=("psnr",)), ProcessExecutor(2), progress=False).ok
+    page = build_report([procs], tmp_path / "report.html").read_text()
+    timing = page[page.index("Where the time went") : page.index("</table>", page.index("Where the time went"))]
+    assert "<td>infer</td><td>8</td>" in timing and "<td>score</td><td>8</td>" in timing
+    assert all(phase in timing for phase in ("decode", "model", "write", "metrics"))
+
+
+def test_a_killed_process_worker_is_replaced_and_its_case_retried(sample_ds, tmp_path):
+    clean = infer(InferOptions(dataset=sample_ds, output=tmp_path / "clean", model="hold"), progress=False)
+    marker = tmp_path / "marker"
+    marker.mkdir()
+    opts = InferOptions(
+        dataset=sample_ds, output=tmp_path / "killed", model=f"{ADAPTERS}:KilledOnce", config={"marker": str(marker)}
+    )
+    with killer(marker):
+        result = infer(opts, executor=ProcessExecutor(2), progress=False)
+    assert clean.ok and result.ok and result.retries == 1 and "retried 1" in result.text()
+    assert digests(tmp_path / "clean") == digests(tmp_path / "killed")
+
+
+def test_a_case_that_kills_every_worker_fails_after_the_retries_and_the_rest_runs(sample_ds, tmp_path):
+    victim = sorted(p.name for p in sample_ds.glob("*/*") if p.is_dir())[0]
+    opts = InferOptions(dataset=sample_ds, output=tmp_path / "r", model=f"{ADAPTERS}:DiesOn", config={"uid": victim})
+    result = infer(opts, executor=ProcessExecutor(2, max_retries=1), progress=False)
+    [failed] = result.failed
+    assert failed.key.endswith(victim) and failed.attempts == 2 and "died (signal SIGKILL)" in failed.reason
+    assert "on each of 2 attempts" in failed.reason and result.count("done") == 7
+    marked = {r["key"]: r for r in read_records(tmp_path / "r" / ".state")}
+    assert marked[failed.key]["status"] == "failed" and marked[failed.key]["attempts"] == 2
+
+
+def test_a_case_that_raises_is_not_retried(dataset_copy, tmp_path):
+    victim = next(dataset_copy.glob("*/*/view_0/frames/frame_0000.png"))
+    victim.write_bytes(b"not a png")
+    result = infer(InferOptions(dataset=dataset_copy, output=tmp_path / "r", model="hold"), progress=False)
+    [failed] = result.failed
+    assert failed.attempts == 1 and result.retries == 0 and "frame_0000.png" in failed.reason
+
+
+# ---------------------------------------------------------------- every stage sharded, then --aggregate-only
+
+
+def test_every_stage_takes_shards_then_aggregate_only(synth_dir, dataset_dir, tmp_path):
+    recipes = synth_dir / "recipes.jsonl"
+    whole, parts = tmp_path / "whole", tmp_path / "parts"
+    common = ("--no-progress", "--recipes", recipes, "--cache", tmp_path / "cache")
+    cli("download", *common, "--output", whole / "ds")
+    for k in (1, 0):
+        assert "shard" in cli("download", *common, "--output", parts / "ds", "--shard", f"{k}/2")
+    assert "done 2" in cli("download", *common, "--output", parts / "ds", "--aggregate-only")
+    assert digests(whole / "ds") == digests(parts / "ds")
+
+    infer_args = ("infer", "--no-progress", "--model", "reproject", "--dataset", dataset_dir)
+    cli(*infer_args, "--output", whole / "run")
+    cli(*infer_args, "--output", parts / "run", "--shard", "0/2")
+    assert "done 1, skipped 0, failed 1" in cli(*infer_args, "--output", parts / "run", "--aggregate-only", code=1)
+    cli(*infer_args, "--output", parts / "run", "--shard", "1/2")
+    assert "done 2, skipped 0, failed 0" in cli(*infer_args, "--output", parts / "run", "--aggregate-only")
+    assert digests(whole / "run") == digests(parts / "run")
+
+    cli("pack", dataset_dir, "--output", whole / "dist", "--no-progress", "--shard-size", "100KB")
+    for k in (0, 1):
+        cli(
+            "pack",
+            dataset_dir,
+            "--output",
+            parts / "dist",
+            "--no-progress",
+            "--shard-size",
+            "100KB",
+            "--shard",
+            f"{k}/2",
+        )
+    assert not (parts / "dist").exists() and (parts / ".dist.pack").is_dir()
+    cli("pack", dataset_dir, "--output", parts / "dist", "--no-progress", "--shard-size", "100KB", "--aggregate-only")
+    assert digests(whole / "dist") == digests(parts / "dist") and not (parts / ".dist.pack").exists()
+
+    cli("fetch", "--from", whole / "dist", "--output", whole / "fetched", "--no-progress")
+    for k in (0, 1, 2):
+        cli("fetch", "--from", whole / "dist", "--output", parts / "fetched", "--no-progress", "--shard", f"{k}/3")
+    assert not (parts / "fetched" / "fetch.json").exists()
+    cli("fetch", "--from", whole / "dist", "--output", parts / "fetched", "--no-progress", "--aggregate-only")
+    assert digests(whole / "fetched") == digests(parts / "fetched")
+
+
+def test_an_interrupted_pack_keeps_its_staged_pairs(dataset_dir, tmp_path):
+    from persistbench.pack import pack, staging_dir
+
+    out = tmp_path / "dist"
+    pack(dataset_dir, out, 100_000, shard=Shard(0, 2))  # what a killed pack leaves: some pairs staged
+    staged = sorted(p for p in staging_dir(out).glob("*/*/*") if p.is_dir())
+    again = pack(dataset_dir, out, 100_000)
+    assert again.count("skipped") == len(staged) == 1 and again.count("done") == 1 and again.value.root == out
+
+
+# ---------------------------------------------------------------- Ray
+
+
+@pytest.fixture(scope="module")
+def ray_executor():
+    pytest.importorskip("ray")
+    from persistbench.executors.ray import RayExecutor
+
+    with RayExecutor(num_cpus=2) as ex:  # one local cluster for the module
+        yield ex
+
+
+def test_ray_gives_the_serial_bytes_on_the_bundled_sample(ray_executor, sample_ds, tmp_path):
+    opts = DownloadOptions(output=tmp_path / "ds", sources=SourceOptions(cache=tmp_path / "cache"), progress=False)
+    result = download(resolve_recipes(None, tmp_path / "cache"), opts, ray_executor)
+    assert result.ok and result.executor == "ray" and result.count("done") == 8
+    assert digests(tmp_path / "ds") == digests(sample_ds)
+    for name, ex in (("serial", None), ("ray", ray_executor)):
+        run = tmp_path / name / "run"  # the run's name is in its results
+        assert infer(InferOptions(dataset=sample_ds, output=run, model="hold"), executor=ex, progress=False).ok
+        assert score(ScoreOptions(pred=run, dataset=sample_ds, metrics=("psnr", "ssim", "iou")), ex, progress=False).ok
+    assert digests(tmp_path / "serial") == digests(tmp_path / "ray")
+    workers = {r["worker"] for r in read_records(tmp_path / "ray" / "run" / ".state")}
+    assert len(workers) == 2 and all(int(w.split(":")[1]) != os.getpid() for w in workers)
+
+
+def test_ray_gives_the_serial_bytes_on_r2m_and_wrop(ray_executor, tmp_path):
+    tree = make_r2m(tmp_path / "r2m", R2MSynthConfig(cases=1))
+    corpus = tmp_path / "wrop"
+    make_wrop(corpus, WropSynthConfig(samples=2))
+    for dataset, model, metrics in ((tree, "warp", R2M_METRICS), (corpus, "flow", WROP_METRICS)):
+        for name, ex in (("serial", None), ("ray", ray_executor)):
+            run = tmp_path / name / dataset.name
+            assert infer(InferOptions(dataset=dataset, output=run, model=model), executor=ex, progress=False).ok
+            opts = ScoreOptions(pred=run, dataset=dataset, metrics=metrics)
+            assert score(opts, ex, allow_partial=True, progress=False).value is not None
+        assert digests(tmp_path / "serial" / dataset.name) == digests(tmp_path / "ray" / dataset.name)
+
+
+def test_a_killed_ray_worker_is_retried_and_the_output_is_identical(ray_executor, sample_ds, tmp_path):
+    clean = infer(InferOptions(dataset=sample_ds, output=tmp_path / "clean", model="hold"), progress=False)
+    marker = tmp_path / "marker"
+    marker.mkdir()
+    opts = InferOptions(
+        dataset=sample_ds, output=tmp_path / "killed", model=f"{ADAPTERS}:KilledOnce", config={"marker": str(marker)}
+    )
+    with killer(marker) as killed:
+        result = infer(opts, executor=ray_executor, progress=False)
+    assert killed and int(killed[0]) != os.getpid()  # a Ray worker's process, not the driver
+    assert clean.ok and result.ok and result.retries == 1 and "retried 1" in result.text()
+    assert [r["attempts"] for r in read_records(tmp_path / "killed" / ".state")].count(2) == 1
+    assert digests(tmp_path / "clean") == digests(tmp_path / "killed")
+
+
+def test_a_ray_case_that_kills_every_worker_is_reported_after_the_retries(
+    ray_executor, sample_ds, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(ray_executor, "max_retries", 1)
+    victim = sorted(p.name for p in sample_ds.glob("*/*") if p.is_dir())[0]
+    opts = InferOptions(dataset=sample_ds, output=tmp_path / "r", model=f"{ADAPTERS}:DiesOn", config={"uid": victim})
+    result = infer(opts, Selection(limit=3), ray_executor, progress=False)
+    [failed] = result.failed
+    assert failed.attempts == 2 and "Ray worker died" in failed.reason and result.count("done") == 2
+
+
+@pytest.fixture
+def fresh_workers(ray_executor):
+    """The module's Ray executor with no idle workers before and after the test (one started with other
+    settings would hold the cluster's CPUs)."""
+    ray_executor.release_workers()
+    yield ray_executor
+    ray_executor.release_workers()
+
+
+def test_ray_workers_in_another_folder_see_the_drivers_paths(fresh_workers, sample_ds, tmp_path, monkeypatch):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(fresh_workers, "worker_setup", functools.partial(os.chdir, elsewhere))
+    opts = InferOptions(dataset=sample_ds, output=Path("runs/rel"), model="hold")
+    result = infer(opts, Selection(limit=2), fresh_workers, progress=False)
+    assert result.ok and len(list((tmp_path / "runs" / "rel").glob("*/*/case.json"))) == 2
+    assert not any(elsewhere.iterdir())
+
+
+def test_the_cli_runs_on_ray(fresh_workers, dataset_dir, tmp_path):
+    args = ("--no-progress", "--model", "hold", "--dataset", dataset_dir, "--output", tmp_path / "run")
+    out = cli("infer", *args, "--executor", "ray", "--cpus-per-task", "0.5")
+    assert "done 2, skipped 0, failed 0" in out
+    out = cli("score", "--no-progress", "--pred", tmp_path / "run", "--metrics", "psnr", "--executor", "ray")
+    assert "scores:" in out
+
+
+def test_a_worker_without_the_drivers_folder_fails_each_case_saying_what_to_share(tmp_path):
+    from persistbench.executors.base import take_job
+
+    job = take_job(lambda key, item: None, str(tmp_path / "not-on-this-node"))
+    outcome = job("case", None)
+    assert outcome.status == "failed" and "not-on-this-node does not exist on this worker" in outcome.reason
+    assert "mounted at the same path on every node" in outcome.reason
+
+
+def test_the_slurm_script_runs_each_stage_as_an_array_then_aggregates(synth_dir, tmp_path):
+    script = Path(__file__).parent.parent / "scripts" / "slurm_array.sh"
+    env = {
+        **os.environ,
+        "SHARED": str(tmp_path / "shared"),
+        "RECIPES": str(synth_dir / "recipes.jsonl"),
+        "MODEL": "reproject",
+        "PERSISTBENCH": str(Path(sys.executable).parent / "persistbench"),
+        "SLURM_CPUS_PER_TASK": "1",
+    }
+    for stage in ("download", "infer", "score"):
+        for k in (1, 0):
+            task = {**env, "SLURM_ARRAY_TASK_ID": str(k), "SLURM_ARRAY_TASK_COUNT": "2"}
+            done = subprocess.run(["bash", str(script), stage], env=task, capture_output=True, text=True)
+            assert done.returncode == 0 and "done 1, skipped 0, failed 0" in done.stdout, done.stdout + done.stderr
+        done = subprocess.run(["bash", str(script), f"{stage}-aggregate"], env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout + done.stderr
+    summary = tmp_path / "shared" / "runs" / "reproject" / "scores" / "classic-v1" / "summary.json"
+    assert json.loads(summary.read_text())["partial"] is False
