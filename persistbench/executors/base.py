@@ -405,6 +405,20 @@ class PoolExecutor(Executor):
                 self._discard(worker)
 
 
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS")
+
+
+def limit_threads(n: int) -> None:
+    """Let this worker process use ``n`` threads in numpy's BLAS, OpenCV and torch: workers running side by
+    side would otherwise each start a thread per core and slow each other down. Called before the job's
+    imports (the variables are read when those libraries load)."""
+    for name in THREAD_VARIABLES:
+        os.environ[name] = str(n)
+    import cv2
+
+    cv2.setNumThreads(n)
+
+
 @dataclass(frozen=True)
 class Refusal:
     """Stands in for a job a worker cannot run: each of its calls fails with ``reason``."""

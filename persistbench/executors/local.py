@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from .base import Executor, Job, Outcome, PoolExecutor, WorkerLost, _Call, take_job
+from .base import Executor, Job, Outcome, PoolExecutor, WorkerLost, _Call, limit_threads, take_job
 
 _PR_SET_PDEATHSIG = 1  # prctl option, <linux/prctl.h>
 
@@ -53,10 +53,11 @@ def die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _serve(conn: Connection, parent: int, setup: Any) -> None:
+def _serve(conn: Connection, parent: int, threads: int, setup: Any) -> None:
     """A worker process: take ``("job", job, cwd)`` and ``("call", key, item)`` messages, answer each call with
-    its outcome, stop at ``None``."""
+    its outcome, stop at ``None``. It uses ``threads`` threads for numerical work."""
     die_with_parent(parent)
+    limit_threads(threads)
     if setup is not None:
         setup()
     job = None
@@ -88,7 +89,9 @@ class ProcessExecutor(PoolExecutor):
     def _spawn(self) -> _Process:
         ctx = multiprocessing.get_context("spawn")
         ours, theirs = ctx.Pipe()
-        process = ctx.Process(target=_serve, args=(theirs, os.getpid(), self.worker_setup), daemon=True)
+        threads = max(1, self._pool_size() // (self.workers or self._pool_size()))  # the cores, shared out
+        args = (theirs, os.getpid(), threads, self.worker_setup)
+        process = ctx.Process(target=_serve, args=args, daemon=True)
         process.start()
         theirs.close()
         return _Process(process, ours)

@@ -16,7 +16,7 @@ import os
 from typing import Any
 
 from ..errors import PersistbenchError
-from .base import Job, Outcome, PoolExecutor, WorkerLost, _Call, take_job
+from .base import Job, Outcome, PoolExecutor, WorkerLost, _Call, limit_threads, take_job
 
 LOCAL_OBJECT_STORE = 256 * 2**20  # a local cluster's object store: only keys and outcomes go through it
 
@@ -34,7 +34,8 @@ def import_ray() -> Any:
 class _Worker:
     """The actor: one process running the calls of the job it was given last, in the driver's folder."""
 
-    def __init__(self, setup: Any):
+    def __init__(self, threads: int, setup: Any):
+        limit_threads(threads)
         if setup is not None:
             setup()
         self.job: Any = None
@@ -114,7 +115,7 @@ class RayExecutor(PoolExecutor):
     def _spawn(self) -> _Actor:
         ray = import_ray()
         cls = ray.remote(num_cpus=self.cpus_per_task, num_gpus=self.gpus_per_task, max_restarts=0)(_Worker)
-        return _Actor(cls.remote(self.worker_setup))
+        return _Actor(cls.remote(max(1, math.floor(self.cpus_per_task)), self.worker_setup))
 
     def _assign(self, worker: _Actor, job: Job, cwd: str) -> None:
         if self._job is not job:  # the job goes into the object store once, not once per actor
