@@ -325,3 +325,40 @@ def test_the_slurm_script_runs_each_stage_as_an_array_then_aggregates(synth_dir,
         assert done.returncode == 0, done.stdout + done.stderr
     summary = tmp_path / "shared" / "runs" / "reproject" / "scores" / "classic-v1" / "summary.json"
     assert json.loads(summary.read_text())["partial"] is False
+
+
+def _ray_orphans() -> set[int]:
+    """Ray's per-node agents left without a parent (what a killed local Ray leaves behind)."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            name, rest = stat.read_text().split(") ", 1)
+        except OSError:
+            continue
+        if rest.split()[1] == "1" and (stat.parent / "cmdline").read_bytes().startswith(b"ray::"):
+            found.add(int(stat.parent.name))
+    return found
+
+
+def test_a_killed_ray_driver_is_resumed_by_a_rerun(ray_executor, sample_ds, tmp_path):
+    clean = tmp_path / "clean" / "run"
+    assert infer(InferOptions(dataset=sample_ds, output=clean, model="reproject"), progress=False).ok
+    run = tmp_path / "ray" / "run"
+    cmd = [sys.executable, "-m", "persistbench", "infer", "--no-progress", "--model", "reproject"]
+    cmd += ["--dataset", str(sample_ds), "--output", str(run), "--executor", "ray", "--resume"]
+    before = _ray_orphans()
+    try:
+        driver = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        while driver.poll() is None and not list(run.glob("*/*/case.json")):
+            time.sleep(0.01)
+        driver.send_signal(signal.SIGKILL)  # the driver, with its local Ray, mid-run
+        driver.wait()
+        time.sleep(3)  # its workers die with its Ray; one may finish the case it was writing
+        finished = len(list(run.glob("*/*/case.json")))
+        assert 1 <= finished < 8
+        rerun = subprocess.run(cmd, capture_output=True, text=True)
+        assert rerun.returncode == 0 and f"done {8 - finished}, skipped {finished}, failed 0" in rerun.stdout
+    finally:
+        for pid in _ray_orphans() - before:
+            os.kill(pid, signal.SIGKILL)
+    assert digests(clean) == digests(run)
