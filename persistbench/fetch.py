@@ -67,11 +67,12 @@ class Source:
 
         try:
             return Path(hf_hub_download(self.repo, name, repo_type="dataset", revision=self.commit))
-        except _hub_errors() as e:
+        except hub_errors() as e:
             raise PersistbenchError(f"hf://{self.repo}/{name}@{self.commit[:12]}: {e}".splitlines()[0]) from None
 
 
-def _hub_errors() -> tuple[type[BaseException], ...]:
+def hub_errors() -> tuple[type[BaseException], ...]:
+    """What huggingface_hub raises for a file or revision it cannot get (offline, missing, refused)."""
     from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
 
     return (HfHubHTTPError, LocalEntryNotFoundError, OSError, ValueError)  # offline mode raises an OSError
@@ -90,7 +91,7 @@ def hub_source(repo: str, revision: str | None) -> Source:
 
     try:
         sha = HfApi().dataset_info(repo, revision=revision).sha
-    except _hub_errors() as e:
+    except hub_errors() as e:
         raise PersistbenchError(
             f"hf://{repo}@{revision or 'main'}: cannot resolve the revision: {e}".splitlines()[0]
         ) from None

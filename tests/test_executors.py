@@ -362,3 +362,17 @@ def test_a_killed_ray_driver_is_resumed_by_a_rerun(ray_executor, sample_ds, tmp_
         for pid in _ray_orphans() - before:
             os.kill(pid, signal.SIGKILL)
     assert digests(clean) == digests(run)
+
+
+def test_r2m_and_wrop_fetch_take_shards_then_aggregate_only(tmp_path):
+    tree = make_r2m(tmp_path / "r2m", R2MSynthConfig(cases=1))
+    corpus = tmp_path / "wrop"
+    make_wrop(corpus, WropSynthConfig(samples=1))
+    for suite, source in (("r2m", tree), ("wrop", corpus)):
+        common = ("fetch", "--suite", suite, "--from", source, "--no-progress", "--output")
+        cli(*common, tmp_path / suite / "whole")
+        for k in (0, 1):
+            assert "shard" in cli(*common, tmp_path / suite / "parts", "--shard", f"{k}/2")
+        assert not (tmp_path / suite / "parts" / "persistbench_fetch.json").exists()
+        cli(*common, tmp_path / suite / "parts", "--aggregate-only")
+        assert digests(tmp_path / suite / "whole") == digests(tmp_path / suite / "parts")

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from ...camera import Camera
-from ...errors import PersistbenchError, UsageError
+from ...errors import PersistbenchError
 from ...executors import RunResult
 from ...files import read_json, sha256_file, write_json
 from ...images import image_size, read_image
@@ -118,15 +118,16 @@ class R2MBench(Suite):
 
     @classmethod
     def fetch(cls, output, repo, revision, from_dir, include, progress, tasks=None, **run) -> RunResult:
-        """The conditioning images (:mod:`persistbench.suites.r2m.fetch`), in one pass in this process (a few
-        hundred small files); the checkout itself comes from git."""
+        """The conditioning images (:mod:`persistbench.suites.r2m.fetch`); the checkout itself comes from git."""
         from .fetch import fetch_images
 
-        if run.get("shard") is not None or run.get("aggregate_only"):
-            raise UsageError("--suite r2m fetches its images in one pass: --shard and --aggregate-only do not apply")
-        record = fetch_images(Path(output), repo, revision, from_dir, progress)
-        message = f"fetched {record['images']} image(s) into {Path(output) / layout.HUB_IMAGES}; check with: persistbench verify {output}"
-        return RunResult("fetch", [], value=message)
+        result = fetch_images(Path(output), repo, revision, from_dir, progress, **run)
+        if result.value is not None:
+            result.value = (
+                f"fetched {result.value['images']} image(s) into {Path(output) / layout.HUB_IMAGES}; "
+                f"check with: persistbench verify {output}"
+            )
+        return result
 
     # ---------------------------------------------------------------- synthetic data
 
