@@ -196,7 +196,7 @@ class ReprojectModel(BaseModel):
 
 class OracleModel(BaseModel):
     """Copies the ground-truth target frames and masks. Only for checking the scorer:
-    the runner hands it the ground truth (``uses_ground_truth``) and marks its runs ``oracle``."""
+    ``infer`` hands it the ground truth (``uses_ground_truth``) and marks its runs ``oracle``."""
 
     uses_ground_truth = True
 
@@ -206,6 +206,6 @@ class OracleModel(BaseModel):
 
     def predict(self, sample: ModelInput) -> ModelOutput:
         if self.ground_truth is None:
-            raise RuntimeError("the oracle needs the ground truth, which only the infer runner provides")
+            raise RuntimeError("the oracle needs the ground truth, which only infer provides")
         frames, masks = self.ground_truth
         return ModelOutput(frames=frames, masks=masks)

@@ -47,7 +47,7 @@ class CommandModel(BaseModel):
         command: the program and its arguments, with ``{input}`` and ``{output}`` placeholders.
         num_frames, resolution: the sampling the program wants (as a model's class attributes).
         timeout: seconds per case.
-        log_dir: where each case's stderr is kept (``<log_dir>/<uid>.log``); set by the runner.
+        log_dir: where each case's stderr is kept (``<log_dir>/<uid>.log``); set by infer.
     """
 
     def __init__(

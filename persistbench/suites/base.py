@@ -187,7 +187,7 @@ class Suite(ABC):
         """The keys under which :meth:`predicted` lists ``case``."""
 
     def key(self, case: CaseRef) -> str:
-        """A case's name in messages, coverage lists and the runner's state files: unique in the dataset and
+        """A case's name in messages, coverage lists and the executor's records: unique in the dataset and
         a safe file name (default ``<subset>.<case_id>``)."""
         return f"{case.subset}.{case.case_id}"
 
