@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -376,3 +377,14 @@ def test_r2m_and_wrop_fetch_take_shards_then_aggregate_only(tmp_path):
         assert not (tmp_path / suite / "parts" / "persistbench_fetch.json").exists()
         cli(*common, tmp_path / suite / "parts", "--aggregate-only")
         assert digests(tmp_path / suite / "whole") == digests(tmp_path / suite / "parts")
+
+
+def test_an_address_without_a_ray_cluster_is_one_line_at_once(ray_executor, dataset_dir, tmp_path):
+    with socket.socket() as sock:  # a port with nobody listening
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    start = time.perf_counter()
+    args = ("--no-progress", "--model", "hold", "--dataset", dataset_dir, "--output", tmp_path / "run")
+    out = cli("infer", *args, "--executor", "ray", "--ray-address", f"127.0.0.1:{port}", code=1)
+    assert f"--ray-address 127.0.0.1:{port}: no Ray cluster answers there" in out and time.perf_counter() - start < 30
+    assert not (tmp_path / "run").exists()  # refused before anything is written

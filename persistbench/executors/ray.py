@@ -13,12 +13,14 @@ from __future__ import annotations
 import logging
 import math
 import os
+import socket
 from typing import Any
 
 from ..errors import PersistbenchError
 from .base import Job, Outcome, PoolExecutor, WorkerLost, _Call, limit_threads, take_job
 
 LOCAL_OBJECT_STORE = 256 * 2**20  # a local cluster's object store: only keys and outcomes go through it
+CONNECT_TIMEOUT_S = 5.0
 
 
 def import_ray() -> Any:
@@ -29,6 +31,19 @@ def import_ray() -> Any:
             "--executor ray needs Ray: pip install 'persistbench[ray]' (on every node of the cluster)"
         ) from None
     return ray
+
+
+def check_reachable(address: str) -> None:
+    """A ``HOST:PORT`` address must accept a connection within seconds (Ray itself retries for minutes);
+    ``auto`` and ``ray://`` addresses are left to Ray, which fails fast on them."""
+    if address == "auto" or "://" in address:
+        return
+    host, _, port = address.rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except (OSError, ValueError) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e) or type(e).__name__
+        raise PersistbenchError(f"--ray-address {address}: no Ray cluster answers there ({reason})") from None
 
 
 class _Worker:
@@ -80,6 +95,8 @@ class RayExecutor(PoolExecutor):
 
     def _start(self) -> None:
         ray = import_ray()
+        if self.address is not None:
+            check_reachable(self.address)
         if ray.is_initialized():  # a caller's session (a notebook, the benchmark): used, not stopped
             self._owns = False
             return
