@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from .errors import PersistbenchError
-from .executors import Executor, Job, RunResult, SerialExecutor, Shard
+from .executors import Executor, Job, RunResult, Selection, SerialExecutor, Shard
 from .files import read_json, sha256_file, write_json
 from .layout import (
     CASES_JSONL,
@@ -192,7 +192,7 @@ def fetch(
     is_done = functools.partial(_done, output=output, checksums=wanted)
     result = RunResult("fetch", [])
     if not aggregate_only:
-        chosen = names if shard is None else names[shard.index :: shard.count]
+        chosen = Selection(shard=shard).apply(names)
         work = functools.partial(_fetch_one, output=output, source=source, checksums=wanted, pairs_of=pairs_of)
         job = Job("fetch", work, output / STATE_DIR / "fetch", is_done)
         result = (executor or SerialExecutor()).run(

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .errors import PersistbenchError
 from .files import atomic_path, file_lock, read_json, write_json, write_text
-from .layout import CASES_JSONL, DB_NAME, STATE_DIR, SUBSETS, completion_record
+from .layout import CASES_JSONL, DB_NAME, STATE_DIR, SUBSETS, completion_record, completion_records_dir
 from .names import check_name
 
 # Public `data` table columns first (DESIGN section 4), then ours.
@@ -113,7 +113,7 @@ def _write_both(root: Path, new: dict[tuple[str, str], tuple[dict, dict]]) -> No
 def completion_records(root: str | os.PathLike) -> dict[tuple[str, str], tuple[dict, dict]]:
     """(subset, uid) -> (row, record) of every case's completion record, checked on read: a file that is not
     a record of the case its name says is left out (the case counts as not complete)."""
-    base = completion_record(root, SUBSETS[0], "x").parent.parent
+    base = completion_records_dir(root)
     out = {}
     for path in sorted(base.glob("*/*.json")) if base.is_dir() else ():
         try:

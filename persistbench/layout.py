@@ -234,15 +234,25 @@ def pair_dir(subset: str, case_id: str) -> str:
     return f"{subset}/{case_id}/{check_name(CaseId.parse(case_id).obj_id, f'{case_id}: object id')}"
 
 
+def completion_records_dir(root: str | os.PathLike) -> Path:
+    """Where a reconstructed dataset's completion records are: ``<subset>/<case_id>.json`` below it."""
+    return Path(root) / STATE_DIR / "complete"
+
+
 def completion_record(root: str | os.PathLike, subset: str, case_id: str) -> Path:
     """The record that a reconstructed case is complete (its ``data.db`` row and ``cases.jsonl`` record): the
     completion marker, written last by the case's worker; the index files are built from these."""
-    return child(Path(root) / STATE_DIR, "complete", subset, f"{case_id}.json")
+    return child(completion_records_dir(root), subset, f"{case_id}.json")
+
+
+def stage_records_dir(state_dir: str | os.PathLike) -> Path:
+    """Where an executor keeps one record per case of a stage."""
+    return Path(state_dir) / "records"
 
 
 def stage_record(state_dir: str | os.PathLike, key: str) -> Path:
     """An executor's record of one case of a stage (status, attempts, seconds per phase, worker)."""
-    return child(Path(state_dir), "records", f"{key}.json")
+    return child(stage_records_dir(state_dir), f"{key}.json")
 
 
 def stage_lock(state_dir: str | os.PathLike, key: str) -> Path:

@@ -31,7 +31,7 @@ from pathlib import Path
 from . import __version__, croissant
 from .dataset import Case, Dataset
 from .errors import PersistbenchError
-from .executors import Executor, Job, RunResult, SerialExecutor, Shard
+from .executors import Executor, Job, RunResult, Selection, SerialExecutor, Shard
 from .files import UMASK, sha256_file, write_json, write_text
 from .index import read_case_records
 from .layout import (
@@ -208,7 +208,7 @@ def pack(
     staging.mkdir(parents=True, exist_ok=True)
     result = RunResult("pack", [])
     if not aggregate_only:
-        keys = [(c.subset, c.case_id) for c in (cases if shard is None else cases[shard.index :: shard.count])]
+        keys = [(c.subset, c.case_id) for c in Selection(shard=shard).apply(cases)]
         is_done = functools.partial(_staged, staging=staging)
         job = Job("pack", functools.partial(_stage_case, root=ds.root, fps=fps, staging=staging), staging, is_done)
         result = (executor or SerialExecutor()).run(

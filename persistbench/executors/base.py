@@ -31,7 +31,7 @@ from typing import Any, Generic, TypeVar
 from .. import timing
 from ..errors import PersistbenchError, os_error_line
 from ..files import file_lock, read_json, write_json
-from ..layout import stage_lock, stage_record
+from ..layout import stage_lock, stage_record, stage_records_dir
 
 T = TypeVar("T")
 DEFAULT_MAX_RETRIES = 2  # a case whose worker dies is run at most 1 + this many times
@@ -105,8 +105,6 @@ class RunResult:
     stage: str
     outcomes: list[Outcome]
     executor: str = "serial"
-    startup_s: float = 0.0  # starting the executor's workers (Ray: connecting or starting a cluster)
-    wall_s: float = 0.0
     value: Any = None  # what the stage returns besides outcomes (score: the summary, or None for a shard)
 
     def __iter__(self) -> Iterator[Outcome]:
@@ -211,7 +209,6 @@ class Executor(ABC):
     def __init__(self, max_retries: int = DEFAULT_MAX_RETRIES, worker_setup: Callable[[], object] | None = None):
         self.max_retries = max_retries
         self.worker_setup = worker_setup  # run once in each worker before its first case (tests: chdir elsewhere)
-        self.startup_s = 0.0
         self._started = False
 
     # ---------------------------------------------------------------- what subclasses provide
@@ -231,9 +228,7 @@ class Executor(ABC):
 
     def __enter__(self) -> Executor:
         if not self._started:
-            t = time.perf_counter()
             self._start()
-            self.startup_s = time.perf_counter() - t
             self._started = True
         return self
 
@@ -258,7 +253,6 @@ class Executor(ABC):
         from tqdm import tqdm
 
         owned = not self._started
-        start = time.perf_counter()
         outcomes: dict[str, Outcome] = {}
         calls: deque[_Call] = deque()
         for it in items:
@@ -299,13 +293,7 @@ class Executor(ABC):
             bar.close()
             if owned:
                 self.__exit__()
-        return RunResult(
-            job.stage,
-            [outcomes[key_of(it)] for it in items],
-            self.name,
-            self.startup_s,
-            time.perf_counter() - start,
-        )
+        return RunResult(job.stage, [outcomes[key_of(it)] for it in items], self.name)
 
     def _record(self, job: Job, outcome: Outcome) -> None:
         """Write the case's record (temporary name, then rename); the traceback of a bug is kept there only."""
@@ -317,7 +305,7 @@ class Executor(ABC):
 def read_records(state_dir: Path) -> list[dict]:
     """The per-case records of one stage's state folder, checked on read: a record that does not parse,
     or that is not one, is left out (a record is written whole or not at all, so this is a foreign file)."""
-    folder = stage_record(state_dir, "x").parent
+    folder = stage_records_dir(state_dir)
     out = []
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else ():
         try:
@@ -363,12 +351,6 @@ class PoolExecutor(Executor):
     @abstractmethod
     def _discard(self, worker: Any) -> None:
         """Let go of a worker (dead, or no longer needed)."""
-
-    def start_workers(self, n: int | None = None) -> None:
-        """Start ``n`` workers now (default: the pool's size) instead of at the first run that needs them."""
-        self.__enter__()
-        while len(self._idle) < (n or self.workers or self._pool_size()):
-            self._idle.append(self._spawn())
 
     def release_workers(self) -> None:
         """Stop the idle workers (they hold their resources until then); the next run starts new ones."""

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from ...errors import PersistbenchError
-from ...executors import Executor, Job, RunResult, SerialExecutor, Shard
+from ...executors import Executor, Job, RunResult, Selection, SerialExecutor, Shard
 from ...fetch import Source, hub_errors
 from ...files import atomic_path, copy_bounded, write_json
 from ...images import image_size
@@ -82,7 +82,7 @@ def fetch_images(
     result = RunResult("fetch", [])
     if not aggregate_only:
         job = Job("fetch", functools.partial(_fetch_image, output=output, source=source), output / STATE_DIR / "fetch")
-        todo = names if shard is None else names[shard.index :: shard.count]
+        todo = Selection(shard=shard).apply(names)
         result = (executor or SerialExecutor()).run(job, todo, key_of=str, progress=progress)
     if shard is not None or not result.ok:
         return result

@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 
 from ...errors import PersistbenchError
-from ...executors import Executor, Job, RunResult, SerialExecutor, Shard
+from ...executors import Executor, Job, RunResult, Selection, SerialExecutor, Shard
 from ...files import write_json, write_text
 from ...layout import STATE_DIR, SUITE_FETCH_JSON
 from ...tarindex import LocalFile
@@ -93,7 +93,7 @@ def fetch_corpus(
     if not aggregate_only:
         work = functools.partial(_fetch_archive, output=output, where=location.id, entries=entries, sizes=sizes)
         job = Job("fetch", work, output / STATE_DIR / "fetch", is_done)
-        todo = chosen if shard is None else chosen[shard.index :: shard.count]
+        todo = Selection(shard=shard).apply(chosen)
         result = (executor or SerialExecutor()).run(job, todo, key_of=lambda t: t, is_done=is_done, progress=progress)
     if shard is not None or not result.ok:
         return result
