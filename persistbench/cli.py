@@ -233,6 +233,90 @@ def executor_options(f):
     return command
 
 
+def _weights(ctx, param, values) -> tuple[tuple[str, str], ...]:
+    from .backends import BACKENDS
+
+    out = []
+    for v in values:
+        name, sep, where = v.partition("=")
+        if not sep or name not in BACKENDS or name == "judge" or not where:
+            known = ", ".join(n for n in BACKENDS if n != "judge")
+            raise click.BadParameter(f"{v!r}: expected NAME=DIR_OR_REPO with NAME one of {known}")
+        out.append((name, where))
+    return tuple(out)
+
+
+def backend_options(f):
+    """``--device``, ``--allow-download``, ``--weights``, ``--batch-size`` and the judge's ``--judge-*``
+    options, handed to the command as one ``backends`` (:class:`~persistbench.backends.BackendOptions`)."""
+
+    @functools.wraps(f)
+    def command(
+        *args,
+        device,
+        allow_download,
+        weights,
+        batch_size,
+        judge_url,
+        judge_model,
+        judge_key_env,
+        judge_concurrency,
+        judge_timeout,
+        **kw,
+    ):
+        from .backends import BackendOptions, JudgeOptions
+
+        judge = (
+            JudgeOptions(judge_url, judge_model, judge_key_env, judge_concurrency, judge_timeout) if judge_url else None
+        )
+        options = BackendOptions(device, weights, allow_download, batch_size, judge)
+        return f(*args, backends=options, **kw)
+
+    options = [
+        click.option(
+            "--device",
+            default="auto",
+            show_default=True,
+            help="Where networks run (LPIPS, backends): cpu, cuda, cuda:1, or auto (CUDA when present).",
+        ),
+        click.option(
+            "--allow-download",
+            is_flag=True,
+            help="Download missing weights (LPIPS's AlexNet, backends' checkpoints from the Hub) into their caches.",
+        ),
+        click.option(
+            "--weights",
+            multiple=True,
+            metavar="NAME=DIR",
+            callback=_weights,
+            help="A backend's checkpoint: a folder with config.json and *.safetensors, or a Hub repository id "
+            "(default: its repository in the Hugging Face cache; `persistbench doctor` lists them).",
+        ),
+        click.option(
+            "--batch-size", type=click.IntRange(1), default=8, show_default=True, help="Frames per forward pass."
+        ),
+        click.option("--judge-url", default=None, metavar="URL", help="An OpenAI-compatible endpoint (…/v1)."),
+        click.option(
+            "--judge-model",
+            default="Qwen/Qwen3.8-27B",
+            show_default=True,
+            help="The judge's model name at that endpoint.",
+        ),
+        click.option(
+            "--judge-key-env",
+            default="PERSISTBENCH_JUDGE_KEY",
+            show_default=True,
+            metavar="VAR",
+            help="The environment variable holding the endpoint's API key (never written anywhere).",
+        ),
+        click.option("--judge-concurrency", type=click.IntRange(1, 256), default=4, show_default=True),
+        click.option("--judge-timeout", type=click.FloatRange(1.0), default=120.0, show_default=True, metavar="S"),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
 AGGREGATE_ONLY = click.option(
     "--aggregate-only", is_flag=True, help="After the --shard runs: combine and check their outputs; run nothing."
 )
@@ -567,16 +651,13 @@ def infer(
     callback=_hw,
     help="Evaluation size, height x width (default: the protocol's, 384x512); scores go to scores/<protocol>-<hash>/.",
 )
-@click.option("--device", default="cpu", show_default=True, help="For LPIPS.")
 @click.option(
     "--lpips-weights",
     default=None,
     type=click.Path(dir_okay=False, exists=True),
     help="torchvision AlexNet weights (default: $TORCH_HOME/hub/checkpoints/alexnet-owt-7be5be79.pth).",
 )
-@click.option(
-    "--allow-download", is_flag=True, help="Download the AlexNet weights into the torch hub cache if missing."
-)
+@backend_options
 @executor_options
 @shard_option("Score every N-th case from the K-th; then --aggregate-only.")
 @resume_option("Keep per-case scores that are up to date (same protocol, metrics, prediction).")
@@ -596,9 +677,8 @@ def score(
     metric_list,
     pairs,
     eval_size,
-    device,
     lpips_weights,
-    allow_download,
+    backends,
     executor,
     shard,
     resume,
@@ -609,7 +689,9 @@ def score(
     """Score a run with its suite's protocol.
 
     PersistBench: masked PSNR/SSIM/LPIPS, IoU, presence and continuity on visible and off-screen
-    frames; reads our layout (runs/NAME from `persistbench infer`) and the public toolkit's
+    frames (classic-v1); or the published protocol (--protocol paper-v3: object permanence, motion
+    continuity and appearance preservation on model backends and a judge, see --weights and
+    --judge-url; also written in the public toolkit's result.json form); reads our layout (runs/NAME from `persistbench infer`) and the public toolkit's
     inference output (<uid>/prediction/00000.png; pass --dataset). R2M-Bench: relative revisit
     scores (NMR) of generated videos; reads our runs and upstream's <root>/<T>/<id>.mp4. WROP:
     continuation PSNR/SSIM/LPIPS per target frame, full and in the changed region, and the gain
@@ -634,12 +716,13 @@ def score(
         dataset=dataset if dataset is not None else dataset_of(pred),
         protocol=protocol,
         metrics=wanted,
-        device=device,
+        device=backends.device,
         lpips_weights=lpips_weights,
-        allow_download=allow_download,
+        allow_download=backends.allow_download,
         eval_size=eval_size,
         suite=suite,
         suite_options=options,
+        backends=backends,
     )
     with executor.build() as ex:
         result = run_score(

@@ -95,6 +95,27 @@ def _lpips(weights: str | None) -> list[Check]:
     return checks
 
 
+def _backends() -> list[Check]:
+    """Each model backend (optional): whether its package imports and its weights are in the Hugging Face cache
+    (nothing is downloaded or loaded)."""
+    from .backends import BACKENDS, BackendOptions, BackendUnavailable, check_backend
+
+    out = []
+    for name, spec in BACKENDS.items():
+        try:
+            check_backend(name, BackendOptions())
+            ok, detail, fix = True, spec.repo or "", ""
+        except BackendUnavailable as e:
+            ok, detail = False, str(e)
+            fix = "only for " + spec.role.split(":")[0]
+        except Exception as e:  # an unreadable cache, a broken install
+            ok, detail, fix = False, f"{type(e).__name__}: {e}".splitlines()[0], "only for " + spec.role.split(":")[0]
+        if name == "judge" and not ok and "--judge-url" in detail:
+            ok, detail, fix = True, "pass --judge-url URL to score (an OpenAI-compatible endpoint)", ""
+        out.append(Check(f"backend {name}", ok, f"{detail} [{spec.role}; CPU: {spec.cpu}]", fix))
+    return out
+
+
 def _writable(label: str, directory: Path, needed_for: set[str]) -> Check:
     probe = directory
     while not probe.exists() and probe != probe.parent:
@@ -136,6 +157,7 @@ def run_checks(
     checks += _lpips(lpips_weights)
     checks.append(_package("matplotlib", {"report", "demo"}, 'pip install -e ".[report]"'))
     checks.append(_package("ray", set(), "pip install 'persistbench[ray]' (only for --executor ray)"))
+    checks += _backends()
     checks.append(_writable("cache directory", Path(cache), {"download", "demo"}))
     checks.append(_writable("output directory", Path(output), set(COMMANDS)))
     return checks

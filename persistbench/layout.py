@@ -234,6 +234,11 @@ def pair_dir(subset: str, case_id: str) -> str:
     return f"{subset}/{case_id}/{check_name(CaseId.parse(case_id).obj_id, f'{case_id}: object id')}"
 
 
+def public_result(scores_dir: str | os.PathLike, subset: str, case_id: str) -> Path:
+    """A case's ``paper-v3`` scores in the public toolkit's form: ``scores/<protocol>/public/<subset>__<case_id>/result.json``."""
+    return child(Path(scores_dir), "public", f"{subset}__{case_id}", "result.json")
+
+
 def completion_records_dir(root: str | os.PathLike) -> Path:
     """Where a reconstructed dataset's completion records are: ``<subset>/<case_id>.json`` below it."""
     return Path(root) / STATE_DIR / "complete"
@@ -293,6 +298,21 @@ class SynthLayout:
 
     def truth_json(self, case_id: str) -> Path:
         return child(self.root, "truth", f"{case_id}.json")
+
+
+def user_cache(*parts: str) -> Path:
+    """A path in the per-user cache: ``$PERSISTBENCH_CACHE/<parts>``, default ``~/.cache/persistbench/<parts>``
+    (``$XDG_CACHE_HOME`` honoured). Holds WROP's archive indexes (``wrop-index/<sha256>.json``) and the
+    judge's answers (``judge/<sha256[:2]>/<sha256>.json``)."""
+    if os.environ.get("PERSISTBENCH_CACHE"):
+        return Path(os.environ["PERSISTBENCH_CACHE"]).joinpath(*parts)
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base.joinpath("persistbench", *parts)
+
+
+def judge_answer(digest: str) -> Path:
+    """The cached answer of one judge request (``digest``: sha256 of model, prompt and images)."""
+    return user_cache("judge", digest[:2], f"{digest}.json")
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,10 @@ Two kinds of function:
 * ``frame``: ``fn(batch: FrameBatch, params) -> list[float]``, one value per predicted frame
   against the ground truth (PersistBench);
 * ``pair``: ``fn(video: PairVideo, pairs, params) -> list[float]``, one value per ``(a, b)`` pair
-  of frames of one generated video (R2M-Bench), with per-frame work shared by the pairs.
+  of frames of one generated video (R2M-Bench), with per-frame work shared by the pairs;
+* ``tracked``: ``fn(case: paper_metrics.Tracked, params) -> list[float]``, one value per predicted
+  frame of a case whose object was matched, tracked and judged by model backends (PersistBench
+  ``paper-v3``).
 
 CLI choices, report ordering and the demo table come from :data:`METRICS`. Adding a metric: a pure
 function (``metrics.py`` or ``pair_metrics.py``), a spec here, its parameters in the protocol,
@@ -25,7 +28,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from . import metrics, pair_metrics
+from . import metrics, pair_metrics, paper_metrics
 
 
 @dataclass(frozen=True)
@@ -150,6 +153,21 @@ def _sift_inlier(v: PairVideo, pairs, p: dict) -> list[float]:
     return [i for _, i in _sift(v, pairs, p)]
 
 
+# ---------------------------------------------------------------- tracked metrics (PersistBench paper-v3)
+
+
+def _permanence(t: paper_metrics.Tracked, p: dict) -> list[float]:
+    return paper_metrics.object_permanence(t)
+
+
+def _motion(t: paper_metrics.Tracked, p: dict) -> list[float]:
+    return paper_metrics.motion_continuity(t.ref_masks, t.pred_masks, t.start)
+
+
+def _appearance(t: paper_metrics.Tracked, p: dict) -> list[float]:
+    return list(t.similarity)
+
+
 _BACKEND = "needs a model-based backend (DINOv2 / SAM / a VLM), not part of this release"
 _MODEL_BASED = (
     ("scene_identity", "scene_identity"),
@@ -215,6 +233,30 @@ METRICS: dict[str, MetricSpec] = {
             "sift_inlier_ratio", "geometric", True, (0.0, 1.0), "pair", _sift_inlier, "sift", frozenset({"pair"})
         ),
         *(_declared(name, family) for name, family in _MODEL_BASED),
+        MetricSpec(
+            "object_permanence",
+            "paper",
+            True,
+            (0.0, 1.0),
+            "tracked",
+            _permanence,
+            "object_permanence",
+            frozenset({"gt_mask", "weights", "extra:vision", "extra:judge"}),
+            rate=True,
+        ),
+        MetricSpec(
+            "motion_continuity", "paper", True, (0.0, 1.0), "tracked", _motion, None, frozenset({"gt_mask", "weights"})
+        ),
+        MetricSpec(
+            "appearance_preservation",
+            "paper",
+            True,
+            (-1.0, 1.0),
+            "tracked",
+            _appearance,
+            "appearance_preservation",
+            frozenset({"gt_mask", "weights", "extra:vision"}),
+        ),
     )
 }
 

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from . import __version__, metrics
+from .backends import BackendOptions, check_backend, resolve_device
 from .errors import PersistbenchError, UsageError
 from .executors import Executor, Job, RunResult, Selection, SerialExecutor, Shard
 from .files import check_writable, read_json, write_json, write_text
@@ -41,6 +42,7 @@ class ScoreOptions:
     eval_size: tuple[int, int] | None = None  # (height, width); None: the protocol's (PersistBench)
     suite: str | None = None  # None: detected from the dataset root
     suite_options: dict = field(default_factory=dict, hash=False)  # e.g. R2M's {"pairs": FILE}
+    backends: BackendOptions = field(default_factory=BackendOptions)  # model backends (paper-v3, R2M's families)
 
     def open_suite(self) -> Suite:
         return open_suite(self.dataset, self.suite, self.suite_options)
@@ -72,14 +74,16 @@ def _needs_lpips(wanted: tuple[str, ...]) -> bool:
 def _lpips(device: str, weights: str | None, allow_download: bool) -> metrics.Lpips | str:
     """The LPIPS scorer, or the reason it is unavailable (loaded once per process)."""
     try:
-        return metrics.Lpips(device, weights, allow_download=allow_download)
+        return metrics.Lpips(resolve_device(device), weights, allow_download=allow_download)
     except metrics.LpipsUnavailable as e:
         return str(e)
+    except ImportError as e:
+        return f"LPIPS needs torch and lpips ({e.name} is missing): {metrics.LPIPS_FIX}"
 
 
 def _context(opts: ScoreOptions, wanted: tuple[str, ...], scores_dir: Path | None = None) -> ScoreContext:
     lpips = _lpips(opts.device, opts.lpips_weights, opts.allow_download) if _needs_lpips(wanted) else None
-    return ScoreContext(wanted, lpips, dict(opts.suite_options), scores_dir)
+    return ScoreContext(wanted, lpips, dict(opts.suite_options), scores_dir, opts.backends)
 
 
 def _score_one(key: tuple[str, str], opts: ScoreOptions, run_info: dict | None, wanted: tuple[str, ...]) -> None:
@@ -219,11 +223,13 @@ def score(
     cov = coverage(suite, run, run_info, Selection(shard=shard).apply(everything), everything)
     if cov.partial and not allow_partial:
         raise PersistbenchError(f"{run.root}: {'; '.join(cov.problems())}; --allow-partial scores the rest")
-    opts = ScoreOptions(**{**asdict(opts), "metrics": wanted})
+    opts = replace(opts, metrics=wanted)
     if allow_partial:
-        opts = ScoreOptions(**{**asdict(opts), "suite_options": {**opts.suite_options, "allow_partial": True}})
+        opts = replace(opts, suite_options={**opts.suite_options, "allow_partial": True})
     result = RunResult("score", [])
     if not aggregate_only:
+        for name in suite.backends_needed(protocol, wanted):  # one line before any case when one cannot run
+            check_backend(name, opts.backends)
         note = _context(opts, wanted).lpips if resume else None
         note = note if isinstance(note, str) else None
         done = (

@@ -23,6 +23,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from ..backends import BackendOptions
 from ..errors import UsageError
 from ..executors import Executor, RunResult, Shard
 from ..files import sha256_file
@@ -110,6 +111,7 @@ class ScoreContext:
     lpips: object = None  # a metrics.Lpips, or the reason it is unavailable (str), or None if not wanted
     options: dict = field(default_factory=dict)  # suite options from the command line (e.g. R2M's --pairs)
     scores_dir: Path | None = None  # scores/<protocol>/: where a suite may keep files of its own (R2M: pairs/)
+    backends: BackendOptions = field(default_factory=BackendOptions)  # how model backends are loaded
 
 
 class Suite(ABC):
@@ -173,6 +175,10 @@ class Suite(ABC):
         """The protocol ``spec`` (a shipped name or a file; None: the suite's default), checked against
         :attr:`protocol_schema`; ``overrides`` replace top-level fields."""
         return load_protocol(spec or cls.protocols[0], cls.protocol_schema, cls.protocols, overrides)
+
+    def backends_needed(self, protocol: Protocol, wanted: tuple[str, ...]) -> list[str]:
+        """The model backends (:data:`persistbench.backends.BACKENDS`) scoring ``wanted`` under ``protocol`` loads."""
+        return []
 
     @abstractmethod
     def read_prediction(self, run: Path, run_info: dict | None, case: CaseRef) -> Prediction | None:

@@ -1,4 +1,5 @@
-"""PersistBench as a suite: the reconstructed dataset layout, per-frame ground truth, protocol ``classic-v1``."""
+"""PersistBench as a suite: the reconstructed dataset layout, per-frame ground truth, protocols ``classic-v1``
+(weight-free) and ``paper-v3`` (the published protocol, on model backends)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,13 @@ import numpy as np
 
 from ...dataset import Case, Dataset
 from ...executors import RunResult
-from ...layout import CASES_JSONL, DB_NAME, SUBSETS, VIEWS, RunLayout
-from ...protocol import Protocol
+from ...files import read_json, write_json
+from ...layout import CASES_JSONL, DB_NAME, SUBSETS, VIEWS, RunLayout, public_result
+from ...protocol import Protocol, load_protocol, shipped_path
 from ...sampling import crop_box, fit_camera, sample_indices, sampled_frames, sampled_masks, target_size
 from ...verify import require_usable, verify_dataset
 from ..base import Request, ScoreContext, Suite
-from . import predictions, scoring
+from . import paper, predictions, scoring
 
 
 def _camera(view, idx: np.ndarray, box, out_size, size) -> dict:
@@ -27,7 +29,7 @@ def _camera(view, idx: np.ndarray, box, out_size, size) -> dict:
 class PersistBench(Suite):
     name = "persistbench"
     title = "PersistBench"
-    protocols = ("classic-v1",)
+    protocols = ("classic-v1", "paper-v3")
     subsets = SUBSETS
     external_label = "public toolkit output"
     protocol_schema = scoring.SCHEMA
@@ -135,20 +137,47 @@ class PersistBench(Suite):
     def _case(self, ref) -> Case:
         return ref if isinstance(ref, Case) else self.dataset.case(ref.subset, ref.case_id)
 
+    @classmethod
+    def load_protocol(cls, spec: str | None = None, overrides: dict | None = None) -> Protocol:
+        """A protocol that names a ``procedure`` is checked against ``paper-v3``'s schema, any other against
+        ``classic-v1``'s."""
+        spec = spec or cls.protocols[0]
+        path = Path(spec) if Path(spec).is_file() else shipped_path(spec) if spec in cls.protocols else None
+        paper_like = path is not None and paper.is_paper(read_json(path))
+        schema = paper.SCHEMA if paper_like else scoring.SCHEMA
+        return load_protocol(spec, schema, cls.protocols, overrides)
+
+    def backends_needed(self, protocol: Protocol, wanted: tuple[str, ...]) -> list[str]:
+        return paper.backends_needed(protocol.config, wanted) if paper.is_paper(protocol.config) else []
+
     def score_case(self, case, pred, protocol: Protocol, ctx: ScoreContext) -> dict:
-        return scoring.score_case(self.case(case.subset, case.case_id), pred, protocol, ctx.wanted, ctx.lpips).to_json()
+        full = self.case(case.subset, case.case_id)
+        if not paper.is_paper(protocol.config):
+            return scoring.score_case(full, pred, protocol, ctx.wanted, ctx.lpips).to_json()
+        record = paper.score_case(full, pred, protocol, ctx.wanted, ctx.backends).to_json()
+        if ctx.scores_dir is not None and not record["judge"]["failed"]:
+            public = paper.to_public(record) | {"prediction_sha256": record["prediction_sha256"]}
+            write_json(public_result(ctx.scores_dir, case.subset, case.case_id), public)
+        return record
+
+    def scored_metrics(self, record: dict) -> set[str]:
+        if record.get("judge", {}).get("failed"):  # failed judgments are asked again
+            return set(record.get("metrics", {})) - {"object_permanence"}
+        return super().scored_metrics(record)
 
     def merge(self, new: dict, old: dict) -> dict:
-        return scoring.merge(new, old)
+        return new if "judge" in new else scoring.merge(new, old)
 
     def summarise(self, results: list[dict], protocol: Protocol, ctx: ScoreContext) -> tuple[dict, dict]:
+        if paper.is_paper(protocol.config):
+            return {"procedure": paper.PROCEDURE}, paper.summarise(results)
         return {"mask_source": sorted({r["mask_source"] for r in results})}, scoring.aggregate(results).to_json()
 
     def tables(self, summary: dict):
-        return scoring.tables(summary)
+        return paper.tables(summary) if "groups" in summary else scoring.tables(summary)
 
     # ---------------------------------------------------------------- report
 
     @classmethod
     def owns_summary(cls, summary: dict) -> bool:
-        return "subsets" in summary
+        return "subsets" in summary or ("groups" in summary and "judge_failures" in summary)

@@ -11,9 +11,10 @@ with ``<member>`` one of :data:`MEMBERS`. A sample is named by its folder, ``<ta
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
+
+from ...layout import user_cache
 
 HUB_REPO = "Hokin/object-permanence"
 SPLIT = "train"
@@ -30,10 +31,7 @@ _SAMPLE = r"({task})_(\d{{4,}})"
 def index_cache_path(sha256: str) -> Path:
     """Where the index of an archive that cannot have one beside it (remote, or in a read-only folder) is
     cached: ``$PERSISTBENCH_CACHE/wrop-index/<sha256>.json``, default ``~/.cache/persistbench/wrop-index/``."""
-    if os.environ.get("PERSISTBENCH_CACHE"):
-        return Path(os.environ["PERSISTBENCH_CACHE"]) / "wrop-index" / f"{sha256}.json"
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "persistbench" / "wrop-index" / f"{sha256}.json"
+    return user_cache("wrop-index", f"{sha256}.json")
 
 
 def archive_name(task: str) -> str:

@@ -1,0 +1,164 @@
+"""Model backends: the networks and the judge the model-based scores run on (optional extras).
+
+Every network comes from ``transformers`` (extra ``[vision]``), which provides all of the
+architectures the published protocols use, loaded from safetensors only (no pickle): DINOv2 and
+DINOv2 with registers, DINOv3, SAM 2.1's video predictor, SuperPoint and LightGlue. The judge is
+any OpenAI-compatible chat endpoint, reached through the ``openai`` package (extra ``[judge]``).
+
+Weights come from ``--weights NAME=DIR`` (a folder with ``config.json`` and ``*.safetensors``) or
+from the Hugging Face cache under the backend's default repository; nothing is downloaded unless
+``--allow-download``. A backend that cannot be loaded raises :class:`BackendUnavailable` with one
+line naming the file and the fix. Loaded backends are kept per process (a worker loads each once).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from ..errors import PersistbenchError
+
+
+class BackendUnavailable(PersistbenchError):
+    """A backend cannot run here; the message says which package or file is missing and how to get it."""
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """One backend: its name on the command line, what it does, its extra and its default weights."""
+
+    name: str
+    role: str
+    extra: str  # the pip extra that provides its package
+    modules: tuple[str, ...]  # what must import
+    repo: str | None  # default Hub repository of its weights (None: the judge)
+    cpu: str  # how it runs without a GPU
+
+
+BACKENDS: dict[str, BackendSpec] = {
+    s.name: s
+    for s in (
+        BackendSpec(
+            "dinov2-reg-large",
+            "paper-v3 appearance: DINOv2 ViT-L/14 with registers, masked average-pooled patch features",
+            "vision",
+            ("torch", "transformers"),
+            "facebook/dinov2-with-registers-large",
+            "works, slowly",
+        ),
+        BackendSpec(
+            "dinov3-large",
+            "paper-v3 matching: DINOv3 ViT-L/16 patch features locate the object in the first prediction frame",
+            "vision",
+            ("torch", "transformers"),
+            "facebook/dinov3-vitl16-pretrain-lvd1689m",
+            "works, slowly",
+        ),
+        BackendSpec(
+            "sam2",
+            "paper-v3 tracking: SAM 2.1 video predictor follows the matched mask through the prediction",
+            "vision",
+            ("torch", "transformers"),
+            "facebook/sam2.1-hiera-large",
+            "works, slowly (seconds per frame at 1024 px)",
+        ),
+        BackendSpec(
+            "judge",
+            "paper-v3 object permanence: a vision-language judge",
+            "judge",
+            ("openai",),
+            None,
+            "a remote endpoint (--judge-url)",
+        ),
+    )
+}
+
+
+@dataclass(frozen=True)
+class JudgeOptions:
+    """Where and how the judge is asked; the key is read from ``key_env`` when the judge is used, never stored."""
+
+    url: str
+    model: str
+    key_env: str = "PERSISTBENCH_JUDGE_KEY"
+    concurrency: int = 4
+    timeout_s: float = 120.0
+    retries: int = 4  # further attempts after a 429, a 5xx, a timeout or a refused connection
+    backoff_s: float = 1.0  # first wait; doubled per retry (a Retry-After header wins)
+
+
+@dataclass(frozen=True)
+class BackendOptions:
+    """How backends are loaded: ``device`` ("auto": CUDA when present), weights per backend, downloads allowed."""
+
+    device: str = "auto"
+    weights: tuple[tuple[str, str], ...] = ()  # (backend, folder or Hub repo id)
+    allow_download: bool = False
+    batch_size: int = 8
+    judge: JudgeOptions | None = None
+
+    def weights_for(self, name: str) -> str | None:
+        return dict(self.weights).get(name)
+
+
+def resolve_device(device: str) -> str:
+    """``auto`` -> ``cuda`` when torch sees a GPU, else ``cpu``; anything else as given (checked by torch)."""
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def require(spec: BackendSpec) -> None:
+    """Raise :class:`BackendUnavailable` (one line) when a module the backend needs does not import."""
+    import importlib
+
+    for module in spec.modules:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            raise BackendUnavailable(
+                f"backend {spec.name} needs {module}: pip install 'persistbench[{spec.extra}]'"
+            ) from None
+
+
+def check_backend(name: str, opts: BackendOptions) -> None:
+    """Raise :class:`BackendUnavailable` (one line) unless backend ``name`` can be loaded: its modules import,
+    its weights are there (or may be downloaded), the judge has an endpoint. Loads no network."""
+    spec = BACKENDS[name]
+    require(spec)
+    if name == "judge":
+        if opts.judge is None:
+            raise BackendUnavailable(_NO_JUDGE)
+        return
+    from .weights import resolve
+
+    resolve(spec, opts.weights_for(name), opts.allow_download)
+
+
+_NO_JUDGE = "the judge needs --judge-url URL (an OpenAI-compatible endpoint) and --judge-model NAME"
+
+
+@functools.lru_cache(maxsize=8)
+def load(name: str, opts: BackendOptions):
+    """The loaded backend ``name`` (a features extractor, a tracker or a judge), once per process and options."""
+    spec = BACKENDS[name]
+    require(spec)
+    if name == "judge":
+        from .judge import Judge
+
+        if opts.judge is None:
+            raise BackendUnavailable(_NO_JUDGE)
+        return Judge(opts.judge)
+    from .weights import resolve
+
+    weights = resolve(spec, opts.weights_for(name), opts.allow_download)
+    device = resolve_device(opts.device)
+    if name == "sam2":
+        from .tracker import VideoTracker
+
+        return VideoTracker(weights, device)
+    from .features import PatchFeatures
+
+    return PatchFeatures(weights, device, opts.batch_size)

@@ -1,0 +1,43 @@
+"""A video object tracker: SAM 2.1's video predictor through ``transformers``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class VideoTracker:
+    """Follows one object, given by its mask on the first frame, through a video.
+
+    The checkpoint folder holds the model and its processor's configuration (as
+    ``Sam2VideoModel.save_pretrained`` and ``Sam2VideoProcessor.save_pretrained`` write them).
+    """
+
+    def __init__(self, weights, device: str):
+        """``weights``: a :class:`~persistbench.backends.weights.Weights` checkpoint folder."""
+        import torch
+        from transformers import Sam2VideoModel, Sam2VideoProcessor
+
+        self.torch, self.device, self.weights = torch, device, weights
+        self.model = Sam2VideoModel.from_pretrained(weights.folder, use_safetensors=True, local_files_only=True)
+        self.model = self.model.to(device).eval()
+        self.processor = Sam2VideoProcessor.from_pretrained(weights.folder, local_files_only=True)
+
+    def track(self, frames: list[np.ndarray], mask: np.ndarray) -> list[np.ndarray]:
+        """One ``(H, W)`` bool mask per frame of ``frames`` (``(H, W, 3)`` uint8 RGB), the first prompted
+        with ``mask``; mask logits above 0 are the object, as SAM 2's own predictor thresholds them."""
+        torch = self.torch
+        session = self.processor.init_video_session(
+            video=list(frames), inference_device=self.device, dtype=torch.float32
+        )
+        self.processor.add_inputs_to_inference_session(
+            inference_session=session, frame_idx=0, obj_ids=1, input_masks=np.asarray(mask, np.uint8)
+        )
+        size = [[session.video_height, session.video_width]]
+        out: list[np.ndarray | None] = [None] * len(frames)
+        with torch.no_grad():
+            self.model(inference_session=session, frame_idx=0)
+            for step in self.model.propagate_in_video_iterator(session, start_frame_idx=0):
+                masks = self.processor.post_process_masks([step.pred_masks], original_sizes=size, binarize=True)[0]
+                out[step.frame_idx] = masks[0, 0].cpu().numpy().astype(bool)
+        empty = np.zeros(np.asarray(mask).shape, bool)
+        return [empty if m is None else m for m in out]

@@ -1,0 +1,549 @@
+"""PersistBench's published protocol, ``paper-v3`` (the public toolkit's ``default-three-paper-v3``).
+
+Per case (docs/metrics.md, "paper-v3", lists every step and each deviation):
+
+1. the ground truth at the model's frames and crop, and the prediction, resized (PIL bilinear; masks
+   nearest) to fit inside ``eval_size`` with the aspect kept; frames visible above
+   ``visible_above`` and invisible below ``invisible_below`` of ``view_0_visibility``; scoring
+   starts at the first visible frame (0 when none is);
+2. *matching* (backend ``dinov3-large``): the object's features in the ground truth's start frame
+   (its mask's box widened by ``bbox_margin``) are slid over the prediction's start frame; the best
+   place receives the ground-truth mask, resized to the box;
+3. *tracking* (backend ``sam2``): that mask is followed through the prediction (frames passed through
+   JPEG at quality 95, as the public toolkit's tracker reads them); a frame is tracked when its mask
+   is not empty;
+4. the scores, per frame from the start: ``object_permanence`` = tracked AND the judge sees the
+   object (judge asked on a sparse, adaptive set of frames, :func:`paper_metrics.judge_statuses`);
+   ``motion_continuity`` and ``appearance_preservation`` (backend ``dinov2-reg-large``) as the
+   registry defines them; the case's visible and invisible means skip frames without a value.
+
+A judgment that cannot be obtained leaves the case's object permanence null with the failures
+counted (its other scores stand); ``--resume`` scores such a case again.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from dataclasses import dataclass
+from importlib import resources
+
+import numpy as np
+
+from ... import paper_metrics as pm
+from ...backends import BackendOptions, load
+from ...backends.judge import BadReply, JudgmentFailed, Request
+from ...dataset import Case
+from ...errors import PersistbenchError
+from ...protocol import Protocol, metric_list, number, one_of, section, size_hw
+from ...registry import METRICS, order
+from ...sampling import sampled_frames, sampled_masks
+from ..base import CaseScores
+from .predictions import FramePrediction
+from .scoring import read_all
+
+PROCEDURE = "default-three-paper-v3"
+PAPER_METRICS = tuple(m for m, spec in METRICS.items() if spec.kind == "tracked")
+SPLITS = ("visible", "invisible")
+
+SCHEMA = {
+    "procedure": one_of(PROCEDURE),
+    "visible_above": number(0, 1),
+    "invisible_below": number(0, 1),
+    "eval_size": size_hw,
+    "metrics": metric_list(PAPER_METRICS),
+    "matching": section({"backend": one_of("dinov3-large"), "bbox_margin": number(0, 1)}),
+    "tracking": section({"backend": one_of("sam2"), "jpeg_quality": number(1, 100, integer=True)}),
+    "object_permanence": section(
+        {
+            "num_sample_frames": number(0, 10_000, integer=True),
+            "crop_padding": number(0, 1),
+            "crop_size": size_hw,
+            "prompt": one_of("pair-v3"),
+        }
+    ),
+    "appearance_preservation": section({"backend": one_of("dinov2-reg-large")}),
+    "judge": section(
+        {
+            "model": lambda v: None if isinstance(v, str) and 0 < len(v) <= 200 else "must be a model name",
+            "temperature": number(0.0, 2.0),
+            "max_tokens": number(16, 65536, integer=True),
+            "enable_thinking": one_of(False, True),
+        }
+    ),
+    "aggregate": one_of(
+        "per case: mean over visible and over invisible frames from the start (null excluded and counted); "
+        "per group: equal weight per case"
+    ),
+}
+
+
+def is_paper(config: object) -> bool:
+    """Whether a protocol file's content is scored by this procedure (it names it in ``procedure``)."""
+    return isinstance(config, dict) and "procedure" in config
+
+
+def eval_size(model_hw: tuple[int, int], box_hw: tuple[int, int]) -> tuple[int, int]:
+    """The largest ``(h, w)`` inside ``box_hw`` with the aspect of ``model_hw``, truncated (the public rule)."""
+    (h, w), (th, tw) = model_hw, box_hw
+    return (int(tw / (w / h)), tw) if w / h > tw / th else (th, int(th * (w / h)))
+
+
+def _resize(images: np.ndarray, size: tuple[int, int], nearest: bool) -> np.ndarray:
+    from PIL import Image
+
+    if images.shape[1:3] == tuple(size):
+        return images
+    mode = Image.NEAREST if nearest else Image.BILINEAR
+    return np.stack([np.asarray(Image.fromarray(i).resize((size[1], size[0]), mode)) for i in images])
+
+
+def _jpeg(frame: np.ndarray, quality: int) -> np.ndarray:
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(frame).save(buf, "JPEG", quality=quality)
+    return np.asarray(Image.open(io.BytesIO(buf.getvalue())).convert("RGB"))
+
+
+def prompt_template(name: str) -> str:
+    """A judge prompt shipped with the protocols (``data/protocols/prompts/<name>.txt``)."""
+    return (resources.files("persistbench") / "data" / "protocols" / "prompts" / f"{name}.txt").read_text()
+
+
+# ---------------------------------------------------------------- the judge's question
+
+
+def unit_uint8(frame: np.ndarray) -> np.ndarray:
+    """A uint8 frame as the public toolkit hands it to the judge: through float32 [0, 1] and back, truncated."""
+    return np.clip(frame.astype(np.float32) / 255.0 * 255.0, 0, 255).astype(np.uint8)
+
+
+def padded_crop(frame: np.ndarray, mask: np.ndarray, padding: float) -> np.ndarray:
+    """The mask's tight box widened by ``round(padding * extent)`` pixels per side (the whole frame when empty)."""
+    ys, xs = np.nonzero(mask)
+    if not len(xs):
+        return frame
+    h, w = mask.shape
+    x0, x1, y0, y1 = int(xs.min()), int(xs.max()) + 1, int(ys.min()), int(ys.max()) + 1
+    px, py = int(round(max(1, x1 - x0) * padding)), int(round(max(1, y1 - y0) * padding))
+    return frame[max(0, y0 - py) : min(h, y1 + py), max(0, x0 - px) : min(w, x1 + px)]
+
+
+def tagged(image: np.ndarray, tag: str) -> np.ndarray:
+    """``image`` with ``tag`` written in a boxed label at its top left, in the colours that contrast with
+    what the label covers (the public toolkit's label geometry, so that the judge sees the same pixels)."""
+    import cv2
+
+    out = image.copy()
+    font = cv2.FONT_HERSHEY_SIMPLEX
+    scale = max(0.35, min(out.shape[:2]) / 384.0)
+    thick = max(1, int(round(scale * 2)))
+    (tw, th), _ = cv2.getTextSize(tag, font, scale, thick)
+    px, py = max(8, int(round(scale * 12))), max(6, int(round(scale * 10)))
+    m = max(8, int(round(scale * 10)))
+    x1, y1 = m + tw + 2 * px, m + th + 2 * py
+    under = out[m:y1, m:x1]
+    dark = (float(under.mean()) if under.size else 0.0) > 127
+    bg, fg, border = ((0, 0, 0), (255, 255, 255), (0, 255, 255)) if dark else ((255, 255, 255), (0, 0, 0), (255, 0, 0))
+    cv2.rectangle(out, (m, m), (x1, y1), bg, thickness=-1)
+    cv2.rectangle(out, (m, m), (x1, y1), border, thickness=thick)
+    cv2.putText(out, tag, (m + px, y1 - py), font, scale, fg, thick, cv2.LINE_AA)
+    return out
+
+
+def judge_image(frame: np.ndarray, mask: np.ndarray, tag: str, params: dict) -> np.ndarray:
+    import cv2
+
+    crop = padded_crop(unit_uint8(frame), mask, params["crop_padding"])
+    h, w = params["crop_size"]
+    return tagged(cv2.resize(crop, (w, h), interpolation=cv2.INTER_AREA), tag)
+
+
+def parse_seen(tag: str):
+    """The parser of a permanence reply about frame ``tag``: its ``visible`` boolean for that tag."""
+
+    def parse(obj: dict) -> bool:
+        if obj.get("tag") == tag and isinstance(obj.get("visible"), bool):
+            return obj["visible"]
+        for item in obj.get("frame_assessments") or []:
+            if isinstance(item, dict) and item.get("tag") == tag and isinstance(item.get("visible"), bool):
+                return item["visible"]
+        if tag in (obj.get("visible_tags") or []):
+            return True
+        if tag in (obj.get("not_visible_tags") or []):
+            return False
+        if "visible" in obj and not isinstance(obj["visible"], bool):
+            raise BadReply(f"visible is {obj['visible']!r}, not a boolean")
+        raise BadReply(f"no judgment for {tag}")
+
+    return parse
+
+
+# ---------------------------------------------------------------- the case
+
+
+@dataclass
+class PaperCaseScores(CaseScores):
+    """One case's ``paper-v3`` scores; the JSON form is :meth:`to_json`.
+
+    ``metrics[m]`` one value per frame (None before ``start`` and where a frame has none);
+    ``means[split][m]`` the mean over the split's frames from ``start`` that have one (None if none);
+    ``tracked`` whether the tracker kept the object per frame; ``judge`` what was asked (frames,
+    failures and why); ``backends`` which backend, weights (sha256) and judge produced the scores.
+    """
+
+    uid: str
+    subset: str
+    use_stationary: int | None
+    frame_indices: list[int]
+    eval_size: list[int]
+    visible: list[bool]
+    invisible: list[bool]
+    start: int
+    matching_score: float
+    tracked: list[bool]
+    metrics: dict[str, list[float | None]]
+    means: dict[str, dict[str, float | None]]
+    counts: dict[str, dict[str, int]]
+    judge: dict
+    backends: dict
+
+
+def backends_needed(cfg: dict, wanted: tuple[str, ...]) -> list[str]:
+    """Matching and tracking always; DINOv2 for appearance; the judge for permanence."""
+    needed = [cfg["matching"]["backend"], cfg["tracking"]["backend"]]
+    needed += [cfg["appearance_preservation"]["backend"]] if "appearance_preservation" in wanted else []
+    return needed + (["judge"] if "object_permanence" in wanted else [])
+
+
+def _none(values) -> list[float | None]:
+    return [None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v) for v in values]
+
+
+def _backends(opts: BackendOptions, names: list[str]) -> dict:
+    out = {}
+    for name in names:
+        backend = load(name, opts)
+        out[name] = (
+            backend.provenance() if name == "judge" else {**backend.weights.provenance(), "device": backend.device}
+        )
+    return out
+
+
+def score_case(case: Case, pred: FramePrediction, protocol: Protocol, wanted: tuple[str, ...], opts: BackendOptions):
+    """The ``paper-v3`` scores of one predicted case; raises :class:`PersistbenchError` on a bad prediction
+    and :class:`BackendUnavailable` when a backend it needs cannot run."""
+    cfg = protocol.config
+    idx = pred.frame_indices
+    if not idx or max(idx) >= case.n_frames or min(idx) < 0:
+        raise PersistbenchError(f"{case.case_id}: frame indices do not fit the case's {case.n_frames} frames")
+    if len(pred.files) != len(idx):
+        raise PersistbenchError(f"{case.case_id}: {len(pred.files)} predicted frames, expected {len(idx)}")
+    provenance = _backends(opts, backends_needed(cfg, wanted))  # fails before any work when one is missing
+
+    preds_model = read_all(list(pred.files), pred.size, pred.size or _first_size(pred), gray=False, rgb="area")
+    model_hw = preds_model.shape[1:3]
+    size = eval_size(model_hw, tuple(cfg["eval_size"]))
+    view = case.view("center")
+    refs = _resize(sampled_frames(view, np.asarray(idx), pred.crop, model_hw), size, nearest=False)
+    ref_masks = _resize(sampled_masks(view, np.asarray(idx), pred.crop, model_hw).astype(np.uint8) * 255, size, True)
+    ref_masks = ref_masks > 127
+    preds = _resize(preds_model, size, nearest=False)
+    n = len(idx)
+    vis = np.asarray(case.visibility()["view_0_visibility"], np.float64)[idx]
+    visible, invisible = vis > cfg["visible_above"], vis < cfg["invisible_below"]
+    start = int(np.argmax(visible)) if visible.any() else 0
+
+    pred_masks, matching_score = _track(refs, ref_masks, preds, start, cfg, opts)
+    tracked = [i >= start and bool(pred_masks[i].any()) for i in range(n)]
+    judge = {"asked": [], "failed": 0, "reason": None, "model": None}
+    state = pm.Tracked(ref_masks, pred_masks, start, tracked)
+    if "object_permanence" in wanted:
+        state.seen, judge = _judge(refs, ref_masks, preds, pred_masks, start, cfg, opts)
+    if "appearance_preservation" in wanted:
+        state.similarity = _similarity(refs, ref_masks, preds, pred_masks, tracked, cfg, opts)
+    per_frame = {m: _none(METRICS[m].function(state, protocol.params(m))) for m in order(wanted)}
+    means, counts = {}, {}
+    for split, sel in (("visible", visible), ("invisible", invisible)):
+        picked = sel.copy()
+        picked[:start] = False
+        means[split] = {
+            m: pm.split_mean([math.nan if v is None else v for v in s], picked, 0) for m, s in per_frame.items()
+        }
+        counts[split] = {"frames": int(picked.sum())} | {
+            f"{m}_null": int(sum(per_frame[m][i] is None for i in np.nonzero(picked)[0])) for m in per_frame
+        }
+    return PaperCaseScores(
+        uid=case.case_id,
+        subset=case.subset,
+        use_stationary={"static": 1, "dynamic": 0}.get(case.subset),
+        frame_indices=idx,
+        eval_size=list(size),
+        visible=visible.tolist(),
+        invisible=invisible.tolist(),
+        start=start,
+        matching_score=matching_score,
+        tracked=tracked,
+        metrics=per_frame,
+        means=means,
+        counts=counts,
+        judge=judge,
+        backends=provenance,
+        **CaseScores.common(protocol, wanted, None, pred.digest),
+    )
+
+
+def _first_size(pred: FramePrediction) -> tuple[int, int]:
+    from ...images import image_size
+
+    return image_size(pred.files[0])
+
+
+def _track(refs, ref_masks, preds, start: int, cfg: dict, opts: BackendOptions) -> tuple[list[np.ndarray], float]:
+    """The prediction's masks: the object found by matching in the start frame, then tracked to the end."""
+    import torch
+
+    features = load(cfg["matching"]["backend"], opts)
+    h, w = refs.shape[1:3]
+    unit = np.stack([refs[start], preds[start]]).astype(np.float32) / 255.0
+    ref_f, pred_f = (torch.from_numpy(f).permute(2, 0, 1) for f in features(unit, fit="floor"))
+    ref_box = pm.mask_box(ref_masks[start], cfg["matching"]["bbox_margin"])
+    src = pm.crop_features(ref_f, ref_box)
+    y, x, score = pm.best_match(src, pm.upsample_features(pred_f, h, w))
+    placed = pm.place_mask(ref_masks[start], ref_box, pm.placed_box(y, x, src.shape[0], src.shape[1], h, w))
+    tracker = load(cfg["tracking"]["backend"], opts)
+    q = cfg["tracking"]["jpeg_quality"]
+    masks = tracker.track([_jpeg(f, q) for f in preds[start:]], placed)
+    empty = np.zeros((h, w), bool)
+    return [empty] * start + [np.asarray(m, bool) for m in masks], score
+
+
+def _judge(refs, ref_masks, preds, pred_masks, start, cfg, opts):
+    """Per frame whether the judge sees the object (None before ``start``; all None when a judgment failed),
+    and what was asked."""
+    params = cfg["object_permanence"]
+    judge = load("judge", opts)
+    template = prompt_template(params["prompt"])
+    jcfg = cfg["judge"]
+    n = len(refs)
+    failures: list[str] = []
+
+    def ask(indices: list[int]) -> dict[int, bool]:
+        if any(not ref_masks[i].any() for i in indices):
+            raise _NoReference(
+                f"the reference mask is empty at frame {min(i for i in indices if not ref_masks[i].any())}"
+            )
+        reqs, tags = [], []
+        for i in indices:
+            tag = f"F{i:04d}"
+            ref_source = f"a crop from the ground-truth frame at the same time step as {tag}"
+            images = (
+                judge_image(refs[i], ref_masks[i], "REF", params),
+                judge_image(preds[i], pred_masks[i], tag, params),
+            )
+            prompt = template.format(frame_tag=tag, ref_source=ref_source)
+            reqs.append(Request(prompt, images, jcfg["temperature"], jcfg["max_tokens"], jcfg["enable_thinking"]))
+            tags.append(tag)
+        out = {}
+        for i, a in zip(indices, judge.ask_many(reqs, [parse_seen(t) for t in tags])):
+            if isinstance(a, JudgmentFailed):
+                failures.append(str(a))
+            else:
+                out[i] = a.value
+        if failures:
+            raise _Stop()
+        return out
+
+    empty = {i for i in range(start, n) if not pred_masks[i].any()}
+    record = {"asked": [], "failed": 0, "reason": None, "model": jcfg["model"]}
+    try:
+        if any(not ref_masks[i].any() for i in empty):
+            raise _NoReference("the reference mask is empty at a frame whose tracked mask is empty")
+        status, asked = pm.judge_statuses(start, n, empty, params["num_sample_frames"], ask)
+        record["asked"] = asked
+        return status, record
+    except _Stop:
+        record.update(failed=len(failures), reason=failures[0])
+    except _NoReference as e:
+        record["reason"] = str(e)
+    return [None] * n, record
+
+
+class _Stop(Exception):
+    """A judgment failed: the case's permanence has no value."""
+
+
+class _NoReference(Exception):
+    """A frame to judge has no reference object (the public toolkit then leaves permanence without a value)."""
+
+
+def _similarity(refs, ref_masks, preds, pred_masks, tracked, cfg, opts):
+    """Cosine of the masked, average-pooled patch features of reference and prediction, per eligible frame."""
+    features = load(cfg["appearance_preservation"]["backend"], opts)
+    n = len(refs)
+    eligible = [i for i in range(n) if tracked[i] and ref_masks[i].any()]
+    out = [math.nan] * n
+    if not eligible:
+        return out
+    f = features(np.concatenate([refs[eligible], preds[eligible]]).astype(np.float32) / 255.0, fit="resize")
+    k = len(eligible)
+    for j, i in enumerate(eligible):
+        out[i] = float(np.dot(pm.pooled(f[j], ref_masks[i]), pm.pooled(f[k + j], pred_masks[i])))
+    return out
+
+
+# ---------------------------------------------------------------- aggregation
+
+
+def summarise(results: list[dict]) -> dict:
+    """Overall and per group (static / dynamic / unknown from ``use_stationary``): each metric's mean over
+    the cases that have one, per split, with the count; cases with failed judgments counted."""
+
+    def block(rows: list[dict]) -> dict:
+        out = {"cases": len(rows), "averages": {}, "valid_counts": {}}
+        for m in PAPER_METRICS:
+            for split in SPLITS:
+                vals = [r["means"][split].get(m) for r in rows if r["means"][split].get(m) is not None]
+                out["averages"][f"{m}_{split}"] = float(np.mean(vals)) if vals else None
+                out["valid_counts"][f"{m}_{split}"] = len(vals)
+        return out
+
+    groups = {"static": [], "dynamic": [], "unknown": []}
+    for r in results:
+        groups[{1: "static", 0: "dynamic"}.get(r.get("use_stationary"), "unknown")].append(r)
+    return {
+        **block(results),
+        "groups": {g: block(rows) for g, rows in groups.items()},
+        "judge_failures": sum(1 for r in results if r["judge"].get("failed")),
+        "backends": _merged_backends(results),
+    }
+
+
+def _merged_backends(results: list[dict]) -> dict:
+    out: dict = {}
+    for r in results:
+        for name, info in r.get("backends", {}).items():
+            out.setdefault(name, [])
+            if info not in out[name]:
+                out[name].append(info)
+    return out
+
+
+def tables(summary: dict) -> tuple[list[str], dict[str, str]]:
+    """``summary.md``'s table (the published layout: three scores x visible / invisible, overall and per
+    group) and ``leaderboard.csv``'s columns."""
+    keys = [f"{m}_{s}" for m in PAPER_METRICS for s in SPLITS]
+    lines = ["| group | cases | " + " | ".join(keys) + " |", "| --- | --- | " + " | ".join("---" for _ in keys) + " |"]
+    row = {}
+    for name, block in [("overall", summary), *summary["groups"].items()]:
+        cells = []
+        for k in keys:
+            v = block["averages"][k]
+            cells.append("n/a" if v is None else f"{100 * v:.2f} ({block['valid_counts'][k]})")
+            row[f"{name}/{k}"] = "" if v is None else f"{v:.6f}"
+        lines.append(f"| {name} | {block['cases']} | " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append("Scores x 100 (valid cases). Backends: " + _backend_line(summary["backends"]))
+    if summary["judge_failures"]:
+        lines.append(f"{summary['judge_failures']} cases have failed judgments: their object permanence is null.")
+    return lines, row
+
+
+def _backend_line(backends: dict) -> str:
+    parts = []
+    for name, infos in backends.items():
+        for info in infos:
+            if name == "judge":
+                parts.append(f"judge {info['judge_model']} at {info['judge_url']}")
+            else:
+                parts.append(f"{name} {info['weights']} (sha256 {info['sha256'][:12]}, {info['device']})")
+    return "; ".join(parts) or "none"
+
+
+# ---------------------------------------------------------------- the public toolkit's result.json
+
+
+def to_public(record: dict) -> dict:
+    """The public toolkit's per-case ``result.json`` body of one of our records (identity fields it adds at
+    evaluation, ``evaluation_run_id`` and ``prediction_sha256``, are left to the caller)."""
+    names = {
+        "object_permanence": "object_permanence",
+        "motion_continuity": "motion_continuity",
+        "appearance_preservation": "appearance_preservation",
+    }
+    results = {
+        names[m]: {
+            "per_frame": {"score": record["metrics"][m]},
+            "scalars": {s: record["means"][s][m] for s in SPLITS},
+            "metadata": {},
+        }
+        for m in PAPER_METRICS
+        if m in record["metrics"]
+    }
+    results["metadata"] = {
+        "eval_reso": record["eval_size"],
+        "visible_mask": record["visible"],
+        "invisible_mask": record["invisible"],
+        "track_start_frame_idx": record["start"],
+        "matching_score": record["matching_score"],
+    }
+    return {
+        "uid": f"{record['subset']}__{record['uid']}",
+        "use_stationary": record["use_stationary"],
+        "score_protocol": PROCEDURE,
+        "results": results,
+    }
+
+
+def from_public(data: object, where: str) -> dict:
+    """One of our records (enough of it for :func:`summarise`) from a public ``result.json``, checked as the
+    public aggregation checks it: masks of one length and disjoint, nothing before the start, scores in
+    range, and each saved mean equal to the mean of its frame scores."""
+    try:
+        if data.get("score_protocol") != PROCEDURE:
+            raise ValueError(f"score_protocol is {data.get('score_protocol')!r}, not {PROCEDURE}")
+        res, meta = data["results"], data["results"]["metadata"]
+        vis, inv, start = meta["visible_mask"], meta["invisible_mask"], meta["track_start_frame_idx"]
+        n = len(vis)
+        if (
+            not n
+            or len(inv) != n
+            or not all(type(v) is bool for v in vis + inv)
+            or any(a and b for a, b in zip(vis, inv))
+        ):
+            raise ValueError("invalid visibility masks")
+        if type(start) is not int or not 0 <= start < n:
+            raise ValueError("invalid track_start_frame_idx")
+        metrics, means = {}, {s: {} for s in SPLITS}
+        for m in PAPER_METRICS:
+            frames = res[m]["per_frame"]["score"]
+            lo = -1.0 - 1e-6 if m == "appearance_preservation" else 0.0
+            hi = 1.0 + (1e-6 if m == "appearance_preservation" else 0.0)
+            if len(frames) != n or any(
+                v is not None and (type(v) not in (int, float) or not lo <= v <= hi) for v in frames
+            ):
+                raise ValueError(f"{m}: invalid frame scores")
+            if any(v is not None for v in frames[:start]):
+                raise ValueError(f"{m}: scores before the start")
+            metrics[m] = [None if v is None else float(v) for v in frames]
+            for split, mask in (("visible", vis), ("invisible", inv)):
+                picked = [v for i, (v, k) in enumerate(zip(frames, mask)) if i >= start and k and v is not None]
+                expected = sum(picked) / len(picked) if picked else None
+                saved = res[m]["scalars"][split]
+                if (saved is None) != (expected is None) or (
+                    saved is not None and not math.isclose(saved, expected, rel_tol=1e-7, abs_tol=1e-9)
+                ):
+                    raise ValueError(f"{m}/{split}: the saved mean differs from the frame scores")
+                means[split][m] = saved
+    except (KeyError, TypeError, AttributeError, ValueError) as e:
+        raise PersistbenchError(f"{where}: not a {PROCEDURE} result ({e})") from None
+    stationary = data.get("use_stationary")
+    return {
+        "uid": data.get("uid"),
+        "use_stationary": 1 if stationary in (True, 1, "1") else 0 if stationary in (False, 0, "0") else None,
+        "metrics": metrics,
+        "means": means,
+        "judge": {"failed": 0},
+        "backends": {},
+    }

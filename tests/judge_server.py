@@ -1,0 +1,72 @@
+"""A loopback OpenAI-compatible chat endpoint with scripted replies, for the judge's tests.
+
+``script`` is a function of (request number, the request's JSON) returning ``(status, body, headers)``:
+a completion made by :func:`completion`, an error body, or anything else. Every request is recorded
+(its headers too, to check that the key is sent and where).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+def completion(text: str | None, finish: str = "stop", refusal: str | None = None) -> tuple[int, dict, dict]:
+    message = {"role": "assistant", "content": text, "refusal": refusal}
+    body = {
+        "id": "x",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "scripted",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+    }
+    return 200, body, {}
+
+
+def seen(request: dict, visible: bool = True) -> tuple[int, dict, dict]:
+    """A valid permanence answer for the frame tag the prompt asks about."""
+    prompt = request["messages"][-1]["content"][-1]["text"]
+    tag = re.search(r'"tag": "(F\d{4})"', prompt).group(1)
+    answer = json.dumps({"reference_description": "a ball", "tag": tag, "visible": visible, "reason": "scripted"})
+    return completion(f"<thinking>\nok\n</thinking>\n<answer>\n{answer}\n</answer>")
+
+
+class JudgeServer:
+    def __init__(self, script):
+        self.script, self.requests, self.headers = script, [], []
+        self.lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with server.lock:
+                    n = len(server.requests)
+                    server.requests.append(body)
+                    server.headers.append({k.lower(): v for k, v in self.headers.items()})
+                status, reply, headers = server.script(n, body)
+                data = json.dumps(reply).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self) -> JudgeServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
