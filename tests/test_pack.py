@@ -5,7 +5,10 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import shutil
+import subprocess
+import sys
 import tarfile
 
 import numpy as np
@@ -199,13 +202,16 @@ def test_crafted_shards_are_refused_before_anything_is_written(tmp_path, add, re
         extract_shard(shard, out)
 
 
-def test_hub_offline_is_one_line(tmp_path, monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
-    output = cli("fetch", "--no-progress", "--repo", "someone/nothing", "--output", tmp_path / "out", code=1)
-    assert (
-        output.startswith("Error: hf://someone/nothing@main: cannot resolve the revision") and output.count("\n") == 1
+def test_hub_offline_is_one_line(tmp_path):
+    # A fresh process: huggingface_hub reads HF_HUB_OFFLINE when it is first imported.
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
+    args = ["fetch", "--no-progress", "--repo", "someone/nothing", "--output", str(tmp_path / "out")]
+    result = subprocess.run(
+        [sys.executable, "-m", "persistbench", *args], capture_output=True, text=True, env=env, timeout=120
     )
+    assert result.returncode == 1
+    assert result.stderr.startswith("Error: hf://someone/nothing@main: cannot resolve the revision")
+    assert result.stderr.count("\n") == 1 and not list((tmp_path / "out").rglob("*"))
 
 
 def test_oracle_scores_perfectly_on_a_fetched_tree(fetched, tmp_path):
