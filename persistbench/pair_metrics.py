@@ -11,7 +11,9 @@ Definitions (docs/metrics.md, "R2M-Bench"):
 * :func:`ssim` — scikit-image's ``structural_similarity`` defaults: 7 x 7 uniform window, sample
   covariance, data range 255, the border of half a window cropped, mean over channels;
 * :func:`sift_ratios` — SIFT, Lowe's ratio test and a RANSAC fundamental matrix; *not* upstream's
-  SuperPoint + LightGlue numbers.
+  SuperPoint + LightGlue numbers (:func:`match_ratios` gives those from LightGlue's matches);
+* :func:`cosine`, :func:`detected`, :func:`object_score` — the arithmetic of the model-based
+  families on descriptors and masks the backends produce (``pair_video.py``).
 """
 
 from __future__ import annotations
@@ -87,8 +89,66 @@ def sift_ratios(a: SiftFrame, b: SiftFrame, ratio: float = 0.75, ransac_px: floa
         return 0.0, 0.0
     pa = a.points[[m.queryIdx for m in good]]
     pb = b.points[[m.trainIdx for m in good]]
+    return match_ratios(len(a.points), len(b.points), pa, pb, ransac_px, confidence)
+
+
+def match_ratios(
+    keypoints_a: int, keypoints_b: int, pa: np.ndarray, pb: np.ndarray, ransac_px: float, confidence: float
+) -> tuple[float, float]:
+    """``(match ratio, inlier ratio)`` of ``M`` matches ``pa[i] <-> pb[i]`` (``(M, 2)`` pixels) between frames
+    with ``keypoints_a`` and ``keypoints_b`` keypoints: matches / min(keypoints), and the inliers of a RANSAC
+    fundamental matrix (``ransac_px``, ``confidence``) / matches. Both 0 below 8 matches; the inlier
+    ratio 0 when RANSAC finds no matrix."""
+    import cv2
+
+    if len(pa) < 8 or min(keypoints_a, keypoints_b) == 0:
+        return 0.0, 0.0
+    pa, pb = np.asarray(pa, np.float32), np.asarray(pb, np.float32)
     f, inliers = cv2.findFundamentalMat(pa, pb, cv2.FM_RANSAC, ransac_px, confidence)
     # No model (degenerate points, e.g. SIFT's duplicated keypoints): no inliers. OpenCV then leaves
     # the mask uninitialised, so it must not be read.
     n_in = int(np.count_nonzero(inliers)) if f is not None and inliers is not None else 0
-    return len(good) / min(len(a.points), len(b.points)), n_in / len(good)
+    return len(pa) / min(keypoints_a, keypoints_b), n_in / len(pa)
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    """The cosine similarity of two descriptors (float64; 0 when either is zero)."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    norm = np.linalg.norm(a) * np.linalg.norm(b)
+    return float(a @ b / norm) if norm > 0 else 0.0
+
+
+def point_grid(height: int, width: int, n: int) -> np.ndarray:
+    """``(n * n, 2)`` ``(x, y)`` pixel centres of an ``n`` x ``n`` grid of cells over a frame, row by row."""
+    centres = (np.arange(n) + 0.5) / n
+    return np.array([(x * width, y * height) for y in centres for x in centres], np.float64)
+
+
+def detected(masks: np.ndarray, min_area: float, max_area: float, overlap: float) -> list[int]:
+    """Which of ``K`` candidate masks ``(K, H, W)`` are objects: covering ``[min_area, max_area]`` of the
+    frame, and overlapping no earlier kept one by an IoU above ``overlap`` (in candidate order)."""
+    kept: list[int] = []
+    area = masks.reshape(len(masks), -1).mean(axis=1)
+    for k in range(len(masks)):
+        if not min_area <= area[k] <= max_area:
+            continue
+        if all(
+            np.logical_and(masks[k], masks[j]).sum() <= overlap * np.logical_or(masks[k], masks[j]).sum() for j in kept
+        ):
+            kept.append(k)
+    return kept
+
+
+def object_score(
+    features_a: np.ndarray, features_b: np.ndarray, masks_a: np.ndarray, masks_b: np.ndarray
+) -> float | None:
+    """The mean over objects of the cosine of their pooled patch features in the two frames (0 for an object
+    not found in ``b``): ``features_*`` ``(gh, gw, C)``, ``masks_*`` ``(K, H, W)`` bool. None without objects."""
+    from .paper_metrics import pooled
+
+    if not len(masks_a):
+        return None
+    scores = [
+        float(pooled(features_a, ma) @ pooled(features_b, mb)) if mb.any() else 0.0 for ma, mb in zip(masks_a, masks_b)
+    ]
+    return float(np.mean(scores))

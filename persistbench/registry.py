@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from . import metrics, pair_metrics, paper_metrics
+from .pair_video import PairVideo
 
 
 @dataclass(frozen=True)
@@ -38,11 +39,15 @@ class MetricSpec:
     higher_is_better: bool
     value_range: tuple[float, float]
     kind: str  # "frame" or "pair"
-    function: Callable | None  # None: declared, not computable yet (``unavailable`` says why)
+    function: Callable
     params: str | None = None  # the protocol section holding the parameters
     needs: frozenset[str] = frozenset()  # "gt_mask", "pred_mask", "pair", "weights", "extra:lpips"
     rate: bool = False  # a 0/1 value per frame: intervals are Wilson's
-    unavailable: str | None = None
+    backend_keys: tuple[str, ...] = ()  # the keys of its protocol section that name model backends
+
+    def backends(self, params: dict) -> list[str]:
+        """The model backends (:data:`persistbench.backends.BACKENDS`) computing it under ``params`` loads."""
+        return [params[k] for k in self.backend_keys]
 
 
 @dataclass
@@ -60,21 +65,6 @@ class FrameBatch:
     def with_masks(self, ref_masks: np.ndarray) -> FrameBatch:
         """The same frames under other reference masks, sharing the maps computed so far (WROP's two regions)."""
         return replace(self, ref_masks=ref_masks)
-
-
-@dataclass
-class PairVideo:
-    """The decoded frames of one generated video and their per-frame caches, shared by all pairs."""
-
-    frames: dict[int, np.ndarray]  # frame number -> (H, W, 3) uint8: the frames the pairs use
-    lpips: object = None
-    _sift: dict = field(default_factory=dict)
-    _sift_pairs: dict = field(default_factory=dict)
-
-    def sift_frame(self, i: int) -> pair_metrics.SiftFrame:
-        if i not in self._sift:
-            self._sift[i] = pair_metrics.sift_frame(self.frames[i])
-        return self._sift[i]
 
 
 # ---------------------------------------------------------------- frame metrics (PersistBench)
@@ -168,19 +158,39 @@ def _appearance(t: paper_metrics.Tracked, p: dict) -> list[float]:
     return list(t.similarity)
 
 
-_BACKEND = "needs a model-based backend (DINOv2 / SAM / a VLM), not part of this release"
-_MODEL_BASED = (
-    ("scene_identity", "scene_identity"),
-    ("object_consistency", "object"),
-    ("persistent_state", "persistent_state"),
-)
+def _scene_identity(v: PairVideo, pairs, p: dict) -> list[float]:
+    emb = v.embeddings([i for pair in pairs for i in pair], p["backend"], p["short_side"])
+    return [pair_metrics.cosine(emb[a], emb[b]) for a, b in pairs]
 
 
-def _declared(name: str, family: str) -> MetricSpec:
-    """A pair metric that is declared (its family is reported) but not computable here."""
-    return MetricSpec(
-        name, family, True, (0.0, 1.0), "pair", None, None, frozenset({"pair", "weights"}), unavailable=_BACKEND
-    )
+def _lightglue(v: PairVideo, pairs, p: dict) -> list[tuple[float, float]]:
+    """Both LightGlue ratios of each pair, matched once for the two metrics that report them."""
+    return [
+        pair_metrics.match_ratios(m.keypoints_a, m.keypoints_b, m.points_a, m.points_b, p["ransac_px"], p["confidence"])
+        for m in v.matches(pairs, p["backend"], p["size"], p["threshold"])
+    ]
+
+
+def _lightglue_match(v: PairVideo, pairs, p: dict) -> list[float]:
+    return [m for m, _ in _lightglue(v, pairs, p)]
+
+
+def _lightglue_inlier(v: PairVideo, pairs, p: dict) -> list[float]:
+    return [i for _, i in _lightglue(v, pairs, p)]
+
+
+def _object(v: PairVideo, pairs, p: dict) -> list[float | None]:
+    return v.object_scores(pairs, p)
+
+
+def _state(v: PairVideo, pairs, p: dict) -> list[float | None]:
+    return v.state_scores(pairs, p)
+
+
+def _model_pair(name, family, value_range, function, params, backend_keys, extras) -> MetricSpec:
+    """An R2M-Bench pair metric computed by model backends (optional extras)."""
+    needs = frozenset({"pair", "weights", *(f"extra:{e}" for e in extras)})
+    return MetricSpec(name, family, True, value_range, "pair", function, params, needs, backend_keys=backend_keys)
 
 
 METRICS: dict[str, MetricSpec] = {
@@ -232,7 +242,27 @@ METRICS: dict[str, MetricSpec] = {
         MetricSpec(
             "sift_inlier_ratio", "geometric", True, (0.0, 1.0), "pair", _sift_inlier, "sift", frozenset({"pair"})
         ),
-        *(_declared(name, family) for name, family in _MODEL_BASED),
+        _model_pair(
+            "lightglue_match_ratio", "geometric", (0.0, 1.0), _lightglue_match, "lightglue", ("backend",), ["vision"]
+        ),
+        _model_pair(
+            "lightglue_inlier_ratio", "geometric", (0.0, 1.0), _lightglue_inlier, "lightglue", ("backend",), ["vision"]
+        ),
+        _model_pair(
+            "scene_identity", "scene_identity", (-1.0, 1.0), _scene_identity, "scene_identity", ("backend",), ["vision"]
+        ),
+        _model_pair(
+            "object_consistency",
+            "object",
+            (-1.0, 1.0),
+            _object,
+            "object_consistency",
+            ("segmenter", "features"),
+            ["vision"],
+        ),
+        _model_pair(
+            "persistent_state", "persistent_state", (1.0, 5.0), _state, "persistent_state", ("backend",), ["judge"]
+        ),
         MetricSpec(
             "object_permanence",
             "paper",

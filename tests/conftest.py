@@ -1,4 +1,5 @@
-"""Shared fixtures: a small synthetic scene set and its reconstructed dataset, built once per session."""
+"""Shared fixtures, built once per session: a small synthetic scene set and its reconstructed dataset, the
+bundled sample, R2M-Bench's synthetic checkout and random-weight checkpoints of the model backends."""
 
 from __future__ import annotations
 
@@ -45,3 +46,27 @@ def sample_ds(tmp_path_factory) -> Path:
 def dataset_copy(dataset_dir, tmp_path) -> Path:
     """A private copy of the dataset that a test may damage."""
     return Path(shutil.copytree(dataset_dir, tmp_path / "ds"))
+
+
+@pytest.fixture(scope="session")
+def r2m_tree(tmp_path_factory) -> Path:
+    """A synthetic R2M-Bench checkout (trajectories, images and the generated videos of each kind)."""
+    from persistbench.suites.r2m import synth
+
+    return synth.make(tmp_path_factory.mktemp("r2m") / "tree")
+
+
+@pytest.fixture(scope="session")
+def checkpoints(tmp_path_factory) -> dict[str, Path]:
+    """Backend name -> a checkpoint folder of its architecture with random weights (``tests/checkpoints.py``)."""
+    pytest.importorskip("transformers")
+    import checkpoints as build
+
+    root = tmp_path_factory.mktemp("weights")
+    return {
+        "dinov2-reg-large": build.dinov2_reg(root / "dinov2-reg"),
+        "dinov2-base": build.dinov2(root / "dinov2"),
+        "dinov3-large": build.dinov3(root / "dinov3"),
+        "sam2": build.sam2(root / "sam2"),
+        "superpoint-lightglue": build.lightglue(root / "lightglue"),
+    }

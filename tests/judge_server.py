@@ -7,10 +7,13 @@ a completion made by :func:`completion`, an error body, or anything else. Every 
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
 
 
 def completion(text: str | None, finish: str = "stop", refusal: str | None = None) -> tuple[int, dict, dict]:
@@ -31,6 +34,27 @@ def seen(request: dict, visible: bool = True) -> tuple[int, dict, dict]:
     tag = re.search(r'"tag": "(F\d{4})"', prompt).group(1)
     answer = json.dumps({"reference_description": "a ball", "tag": tag, "visible": visible, "reason": "scripted"})
     return completion(f"<thinking>\nok\n</thinking>\n<answer>\n{answer}\n</answer>")
+
+
+def images(request: dict) -> list[np.ndarray]:
+    """The RGB images a request shows (decoded from its PNG data URLs)."""
+    import cv2
+
+    out = []
+    for part in request["messages"][-1]["content"]:
+        if part["type"] == "image_url":
+            data = base64.b64decode(part["image_url"]["url"].split(",", 1)[1])
+            out.append(cv2.cvtColor(cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB))
+    return out
+
+
+def state(request: dict) -> tuple[int, dict, dict]:
+    """A persistent-state answer that looks at the two images: 5 when equal, one less per 8 grey levels of
+    mean absolute difference, at least 1."""
+    a, b = images(request)
+    diff = float(np.abs(a.astype(float) - b.astype(float)).mean())
+    answer = json.dumps({"score": max(1, 5 - int(diff // 8)), "reason": "scripted"})
+    return completion(f"<answer>{answer}</answer>")
 
 
 class JudgeServer:

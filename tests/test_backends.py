@@ -10,87 +10,31 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from judge_server import JudgeServer, completion, seen
+from judge_server import JudgeServer, completion, seen, state
 
+from persistbench import pair_metrics
 from persistbench import paper_metrics as pm
 from persistbench.backends import BACKENDS, BackendOptions, BackendUnavailable, JudgeOptions, check_backend
-from persistbench.backends.features import PatchFeatures
-from persistbench.backends.judge import Judge, JudgmentFailed, Request
+from persistbench.backends.features import IMAGENET_MEAN, IMAGENET_STD, PatchFeatures
+from persistbench.backends.judge import BadReply, Judge, JudgmentFailed, Request
+from persistbench.backends.matcher import PairMatcher
 from persistbench.backends.weights import resolve
 from persistbench.cli import main
 from persistbench.layout import RunLayout, public_result
+from persistbench.pair_video import PairVideo, parse_state
+from persistbench.protocol import shipped_path
+from persistbench.registry import METRICS
 from persistbench.suites.persistbench import paper
+from persistbench.suites.r2m.suite import R2MBench
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
-
-
-# ---------------------------------------------------------------- random-weight checkpoints
-
-
-def _dinov2_reg(folder):
-    from transformers import Dinov2WithRegistersConfig, Dinov2WithRegistersModel
-
-    torch.manual_seed(0)
-    cfg = Dinov2WithRegistersConfig(
-        hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, patch_size=14, image_size=98
-    )
-    Dinov2WithRegistersModel(cfg).eval().save_pretrained(folder)
-    return folder
-
-
-def _dinov3(folder):
-    from transformers import DINOv3ViTConfig, DINOv3ViTModel
-
-    torch.manual_seed(1)
-    cfg = DINOv3ViTConfig(
-        hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, patch_size=16
-    )
-    DINOv3ViTModel(cfg).eval().save_pretrained(folder)
-    return folder
-
-
-def _sam2(folder, size=256):
-    from transformers import (
-        Sam2ImageProcessorFast,
-        Sam2VideoConfig,
-        Sam2VideoModel,
-        Sam2VideoProcessor,
-        Sam2VideoVideoProcessor,
-    )
-
-    torch.manual_seed(2)
-    cfg = Sam2VideoConfig(
-        image_size=size,
-        vision_config={
-            "model_type": "sam2_vision_model",
-            "backbone_feature_sizes": [[size // 4] * 2, [size // 8] * 2, [size // 16] * 2],
-            "backbone_config": {"model_type": "sam2_hiera_det_model", "image_size": [size, size]},
-        },
-        prompt_encoder_config={"image_size": size},
-        memory_attention_rope_feat_sizes=[size // 16] * 2,
-    )
-    Sam2VideoModel(cfg).eval().save_pretrained(folder)
-    hw = {"height": size, "width": size}
-    Sam2VideoProcessor(
-        image_processor=Sam2ImageProcessorFast(size=hw), video_processor=Sam2VideoVideoProcessor(size=hw)
-    ).save_pretrained(folder)
-    return folder
-
-
-@pytest.fixture(scope="module")
-def checkpoints(tmp_path_factory):
-    root = tmp_path_factory.mktemp("weights")
-    return {
-        "dinov2-reg-large": _dinov2_reg(root / "dinov2"),
-        "dinov3-large": _dinov3(root / "dinov3"),
-        "sam2": _sam2(root / "sam2"),
-    }
 
 
 def _opts(checkpoints, judge=None) -> BackendOptions:
@@ -416,3 +360,154 @@ def test_paper_v3_without_backends_fails_in_one_line(oracle_run, tmp_path, monke
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 1
     assert result.output.count("\n") == 1 and "dinov3-large" in result.output and "--weights" in result.output
+
+
+# ---------------------------------------------------------------- R2M-Bench's model families
+
+
+def _frames(n=3, h=42, w=56, seed=5) -> dict[int, np.ndarray]:
+    import cv2
+
+    rng = np.random.default_rng(seed)
+    return {i: cv2.GaussianBlur(rng.integers(0, 256, (h, w, 3), dtype=np.uint8), (0, 0), 1.5) for i in range(n)}
+
+
+def test_the_global_descriptor_is_the_class_token_and_scene_identity_its_cosine(checkpoints):
+    from transformers import AutoModel
+
+    w = resolve(BACKENDS["dinov2-base"], str(checkpoints["dinov2-base"]), False)
+    frames = _frames()
+    unit = np.stack([frames[i] for i in range(3)]).astype(np.float32) / 255.0
+    emb = PatchFeatures(w, "cpu", 2).embed(unit)
+    model = AutoModel.from_pretrained(checkpoints["dinov2-base"]).eval()
+    mean, std = torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1), torch.tensor(IMAGENET_STD).view(1, 3, 1, 1)
+    with torch.no_grad():
+        ref = model(pixel_values=(torch.from_numpy(unit).permute(0, 3, 1, 2) - mean) / std).pooler_output.numpy()
+    assert emb.shape == (3, 32) and np.allclose(emb, ref, atol=1e-5)
+    video = PairVideo(frames, backends=_opts(checkpoints))
+    got = METRICS["scene_identity"].function(video, [(0, 1), (2, 2)], {"backend": "dinov2-base", "short_side": 42})
+    a, b = emb[0].astype(np.float64), emb[1].astype(np.float64)
+    assert got[0] == pytest.approx(a @ b / np.linalg.norm(a) / np.linalg.norm(b), abs=1e-6)
+    assert got[1] == pytest.approx(1.0, abs=1e-6)
+
+
+def test_lightglue_matches_do_not_depend_on_the_batch_and_give_both_ratios(checkpoints):
+    w = resolve(BACKENDS["superpoint-lightglue"], str(checkpoints["superpoint-lightglue"]), False)
+    frames = _frames(3, 96, 128)
+    pairs = [(frames[0], frames[0]), (frames[0], np.roll(frames[0], 4, axis=1)), (frames[0], frames[1])]
+    batched = PairMatcher(w, "cpu", 4)(pairs, (96, 128), 0.0)
+    single = PairMatcher(w, "cpu", 1)(pairs, (96, 128), 0.0)
+    for x, y in zip(batched, single):
+        assert (x.keypoints_a, x.keypoints_b) == (y.keypoints_a, y.keypoints_b)
+        assert np.array_equal(x.points_a, y.points_a) and np.array_equal(x.points_b, y.points_b)
+    same, other = batched[0], batched[2]
+    assert np.array_equal(same.points_a, same.points_b) and len(same.points_a) > len(other.points_a)
+    # the ratios, by hand: a translation is a fundamental matrix every match fits
+    pa = np.random.default_rng(0).uniform(0, 100, (20, 2))
+    assert pair_metrics.match_ratios(40, 50, pa, pa + [5.0, 0.0], 1.0, 0.99) == (0.5, 1.0)
+    assert pair_metrics.match_ratios(40, 50, pa[:7], pa[:7], 1.0, 0.99) == (0.0, 0.0)
+
+
+def test_objects_are_detected_followed_and_compared():
+    masks = np.zeros((4, 10, 10), bool)
+    masks[0, :5, :5] = True  # 25 %: kept
+    masks[1, :5, :4] = True  # overlaps object 0 by 80 %: a duplicate
+    masks[2] = True  # the whole frame: background
+    masks[3, 7:, 7:] = True  # 9 %: kept
+    assert pair_metrics.detected(masks, 0.01, 0.25, 0.5) == [0, 3]
+    assert pair_metrics.detected(masks, 0.0, 1.0, 1.0) == [0, 1, 2, 3]
+    rng = np.random.default_rng(1)
+    fa, fb = rng.normal(size=(5, 5, 8)), rng.normal(size=(5, 5, 8))
+    found = masks[[0, 3]].copy()
+    lost = found.copy()
+    lost[1] = False
+    expect = [pm.pooled(fa, m) @ pm.pooled(fb, m) for m in found]
+    assert pair_metrics.object_score(fa, fb, masks[[0, 3]], found) == pytest.approx(np.mean(expect))
+    assert pair_metrics.object_score(fa, fb, masks[[0, 3]], lost) == pytest.approx(expect[0] / 2)
+    assert pair_metrics.object_score(fa, fb, masks[:0], masks[:0]) is None
+    assert pair_metrics.point_grid(10, 20, 2).tolist() == [[5, 2.5], [15, 2.5], [5, 7.5], [15, 7.5]]
+
+
+@pytest.mark.parametrize(
+    "obj, value",
+    [({"score": 4}, 4), ({"score": 5.0}, 5), ({"score": 0}, None), ({"score": 6}, None), ({"score": 2.5}, None)]
+    + [({"score": True}, None), ({"score": "4"}, None), ({}, None), ({"score": float("nan")}, None)],
+)
+def test_state_replies_are_parsed_strictly(obj, value):
+    if value is None:
+        with pytest.raises(BadReply):
+            parse_state(obj)
+    else:
+        assert parse_state(obj) == value
+
+
+def _r2m_protocol(tmp_path, base: str, **changes) -> Path:
+    """A copy of a shipped R2M protocol with few pairs per video (and ``changes`` to its sections)."""
+    config = json.loads(shipped_path(base).read_text())
+    config["pairs"].update(max_revisit=2, max_short=2, min_short=2)
+    config["object_consistency"].update(grid=2, min_area=0.0, max_area=1.0, overlap=1.0)
+    for key, value in changes.items():
+        config[key] = value
+    path = tmp_path / f"{base}-small.json"
+    path.write_text(json.dumps(config))
+    return path
+
+
+def _score_r2m(run, tree, protocol, checkpoints, url, *extra):
+    weights = [a for k, v in sorted(checkpoints.items()) for a in ("--weights", f"{k}={v}")]
+    args = ["score", "--no-progress", "--pred", str(run), "--dataset", str(tree), "--protocol", str(protocol)]
+    args += ["--device", "cpu", "--allow-partial", *weights, "--judge-url", url, "--judge-model", "judge-x", *extra]
+    return CliRunner().invoke(main, args)
+
+
+def test_r2m_every_family_scores_with_its_backends(r2m_tree, checkpoints, tmp_path, monkeypatch):
+    monkeypatch.setenv("PERSISTBENCH_CACHE", str(tmp_path / "cache"))
+    run = RunLayout(Path(shutil.copytree(r2m_tree / "videos" / "pose", tmp_path / "run")))
+    for second in run.root.glob("*/0002.mp4"):  # one video per trajectory is enough (--allow-partial)
+        second.unlink()
+    protocol = _r2m_protocol(tmp_path, "r2m-paper-v1")
+    dirname = R2MBench.load_protocol(str(protocol)).dirname
+    wanted = [m for m in R2MBench.load_protocol("r2m-paper-v1").metrics if m != "frame_lpips"]  # no AlexNet here
+    with JudgeServer(lambda n, body: state(body)) as server:
+        result = _score_r2m(run.root, r2m_tree, protocol, checkpoints, server.url, "--metrics", ",".join(wanted))
+        assert result.exit_code == 0, result.output
+        asked = len(server.requests)
+        assert asked and all(r["model"] == "judge-x" for r in server.requests)
+        summary = json.loads(run.summary_json(dirname).read_text())
+        families = {f: b["nmr"] for f, b in summary["families"].items()}
+        assert sorted(families) == ["appearance", "geometric", "object", "persistent_state", "scene_identity"]
+        assert all(v is not None for v in families.values()), families
+        assert "lightglue_match_ratio" in summary["families"]["geometric"]["available"]
+        assert "lightglue_inlier_ratio" in summary["metrics"]  # computed (its videos may all be excluded)
+        assert summary["overall"] is not None and summary["unavailable"] == {}
+        sha = resolve(BACKENDS["sam2"], str(checkpoints["sam2"]), False).sha256
+        assert summary["backends"]["sam2"][0]["sha256"] == sha
+        assert summary["backends"]["judge"] == [{"judge_model": "judge-x", "judge_url": server.url}]
+        assert "Backend judge" in run.summary_md(dirname).read_text()
+        record = json.loads(next(run.scores_dir(dirname).glob("*/*.json")).read_text())
+        states = [v for k in ("revisit", "baseline", "short") for v in record["values"]["persistent_state"][k]]
+        assert states and all(v in (1.0, 2.0, 3.0, 4.0, 5.0) for v in states)
+        again = _score_r2m(run.root, r2m_tree, protocol, checkpoints, server.url, "--metrics", "persistent_state")
+        assert again.exit_code == 0 and len(server.requests) == asked  # the judge's answers are cached
+    assert json.loads(run.summary_json(dirname).read_text())["metrics"] == summary["metrics"]
+
+
+def test_r2m_backends_missing_are_unavailable_or_stop_the_run(r2m_tree, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    run = Path(shutil.copytree(r2m_tree / "videos" / "pose", tmp_path / "run"))
+    args = ["score", "--no-progress", "--pred", str(run), "--dataset", str(r2m_tree), "--protocol"]
+    # r2m-v1 scores what it can and says why the rest is missing
+    result = CliRunner().invoke(main, [*args, "r2m-v1", "--metrics", "frame_psnr,persistent_state,scene_identity"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(RunLayout(run).summary_json("r2m-v1").read_text())
+    assert "--judge-url" in summary["unavailable"]["persistent_state"]
+    assert (
+        "dinov2-base" in summary["unavailable"]["scene_identity"]
+        and "--weights" in summary["unavailable"]["scene_identity"]
+    )
+    assert summary["overall"] is None and summary["families"]["appearance"]["nmr"] is not None
+    # r2m-paper-v1 requires its backends: one line before any video
+    result = CliRunner().invoke(main, [*args, "r2m-paper-v1", "--metrics", "frame_psnr,scene_identity"])
+    assert result.exit_code == 1 and result.output.count("\n") == 1
+    assert "dinov2-base" in result.output and "--weights" in result.output
+    assert not (RunLayout(run).scores_dir("r2m-paper-v1")).exists()

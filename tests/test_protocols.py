@@ -166,7 +166,32 @@ R2M_VALUES = {  # metric field -> a value that changes the metric's values
     "epsilon": 1.0,
     "metrics": ["frame_psnr"],
 }
+R2M_MODEL_VALUES = {  # model-family field -> a value that changes its metric's values (random-weight backends)
+    "lightglue.size": [240, 320],
+    "lightglue.threshold": 0.5,
+    "lightglue.ransac_px": 0.1,
+    "lightglue.confidence": 0.5,
+    "scene_identity.short_side": 56,
+    "object_consistency.short_side": 56,
+    "object_consistency.grid": 3,
+    "object_consistency.min_area": 0.9,
+    "object_consistency.max_area": 0.6,
+    "object_consistency.overlap": 0.0,
+}
+R2M_JUDGE_FIELDS = {  # persistent_state field -> a value that changes what the judge is sent
+    "persistent_state.max_side": 64,
+    "persistent_state.temperature": 0.7,
+    "persistent_state.max_tokens": 100,
+    "persistent_state.enable_thinking": True,
+}
 R2M_CHECKED = {
+    "models": "sometimes",
+    "lightglue.backend": "x",
+    "scene_identity.backend": "x",
+    "object_consistency.segmenter": "x",
+    "object_consistency.features": "x",
+    "persistent_state.backend": "x",
+    "persistent_state.prompt": "x",
     "pairs.sampler": "upstream",
     "frame_lpips.net": "vgg",
     "frame_lpips.version": "0.0",
@@ -175,11 +200,11 @@ R2M_CHECKED = {
 
 
 def test_every_r2m_field_is_covered():
-    assert sorted(_fields(R2M)) == sorted(R2M_PAIRS | R2M_VALUES | R2M_CHECKED)
+    assert sorted(_fields(R2M)) == sorted(R2M_PAIRS | R2M_VALUES | R2M_MODEL_VALUES | R2M_JUDGE_FIELDS | R2M_CHECKED)
 
 
 @pytest.fixture(scope="module")
-def r2m_tree(tmp_path_factory) -> Path:
+def r2m_tree(tmp_path_factory) -> Path:  # one case per trajectory (the session's r2m_tree has more)
     cfg = synth.R2MSynthConfig(cases=1)
     return synth.make(tmp_path_factory.mktemp("r2m") / "tree", cfg)
 
@@ -213,7 +238,7 @@ def _video_scores(r2m_tree, config, tmp_path, kind: str) -> dict:
     from persistbench.video import read_frames
 
     frames = dict(enumerate(read_frames(r2m_tree / "videos" / kind / "WSLRRLL" / f"{case.case_id}.mp4")))
-    wanted = tuple(m for m in protocol.metrics if METRICS[m].function is not None and m != "frame_lpips")
+    wanted = tuple(m for m in protocol.metrics if not METRICS[m].backend_keys and m != "frame_lpips")
     ctx = ScoreContext(wanted)
     return score_video(
         frames, len(frames), len(frames), pair_file, protocol, ctx, ("WSLRRLL", case.case_id, "x")
@@ -255,6 +280,46 @@ def test_r2m_metric_fields_act(r2m_tree, tmp_path, field):
         assert base["values"] != new["values"]
 
 
+def _model_values(config, tmp_path, checkpoints, metric: str, judge_url: str | None = None):
+    """``metric`` on the textured pair with the random-weight backends."""
+    from persistbench.backends import BackendOptions, JudgeOptions
+    from persistbench.pair_video import PairVideo
+
+    judge = JudgeOptions(judge_url, "judge-x") if judge_url else None
+    opts = BackendOptions("cpu", tuple((k, str(v)) for k, v in sorted(checkpoints.items())), False, 4, judge)
+    protocol = _load(R2MBench, config, tmp_path)
+    return METRICS[metric].function(PairVideo(_textured_pair(), backends=opts), [(0, 1)], protocol.params(metric))
+
+
+@pytest.mark.parametrize("field", sorted(R2M_MODEL_VALUES))
+def test_r2m_model_fields_act(tmp_path, checkpoints, field):
+    section = field.split(".")[0]
+    metrics = [m for m, spec in METRICS.items() if spec.params == section]  # lightglue: both ratios
+    base = copy.deepcopy(R2M)
+    new = _set(base, field, R2M_MODEL_VALUES[field])
+    if section == "lightglue":  # small frames: the random SuperPoint's keypoints spread over them
+        base["lightglue"]["size"] = [120, 160]
+        new["lightglue"]["size"] = R2M_MODEL_VALUES[field] if field == "lightglue.size" else [120, 160]
+    if section == "object_consistency":  # start from every candidate kept, change one bound
+        keep = {"grid": 2, "min_area": 0.0, "max_area": 1.0, "overlap": 1.0}
+        base["object_consistency"].update(keep)
+        new["object_consistency"].update({k: v for k, v in keep.items() if k != field.split(".")[1]})
+    before = [_model_values(base, tmp_path, checkpoints, m) for m in metrics]
+    after = [_model_values(new, tmp_path, checkpoints, m) for m in metrics]
+    assert before != after, (before, after)
+
+
+@pytest.mark.parametrize("field", sorted(R2M_JUDGE_FIELDS))
+def test_r2m_judge_fields_act(tmp_path, checkpoints, monkeypatch, field):
+    from judge_server import JudgeServer, state
+
+    monkeypatch.setenv("PERSISTBENCH_CACHE", str(tmp_path / "cache"))
+    with JudgeServer(lambda n, body: state(body)) as server:
+        for config in (R2M, _set(R2M, field, R2M_JUDGE_FIELDS[field])):
+            assert _model_values(config, tmp_path, checkpoints, "persistent_state", server.url)[0] in range(1, 6)
+    assert server.requests[0] != server.requests[1]
+
+
 @pytest.mark.parametrize("field", sorted(R2M_CHECKED))
 def test_r2m_fields_are_checked(tmp_path, field):
     with pytest.raises(PersistbenchError, match="must be one of"):
@@ -262,7 +327,7 @@ def test_r2m_fields_are_checked(tmp_path, field):
 
 
 def test_protocols_belong_to_their_suite(tmp_path):
-    with pytest.raises(PersistbenchError, match=r"no such protocol \(shipped: r2m-v1\)"):
+    with pytest.raises(PersistbenchError, match=r"no such protocol \(shipped: r2m-v1, r2m-paper-v1\)"):
         R2MBench.load_protocol("classic-v1")
     with pytest.raises(PersistbenchError, match=r"metrics: unknown \['psnr'\]"):
         _load(R2MBench, _set(R2M, "metrics", ["psnr"]), tmp_path)

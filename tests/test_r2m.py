@@ -28,8 +28,8 @@ APPEARANCE = ("frame_psnr", "frame_ssim")
 
 
 @pytest.fixture(scope="session")
-def tree(tmp_path_factory) -> Path:
-    return synth.make(tmp_path_factory.mktemp("r2m") / "tree")
+def tree(r2m_tree) -> Path:
+    return r2m_tree
 
 
 def _score(pred: Path, dataset: Path, metrics=APPEARANCE, allow_partial: bool = False) -> dict:
@@ -319,7 +319,8 @@ def test_cli_scores_an_upstream_tree_with_the_suite_detected(tree, tmp_path):
     bad = CliRunner().invoke(main, ["score", "--pred", str(run), "--dataset", str(tree), "--metrics", "psnr"])
     assert bad.exit_code == 2 and "unknown metrics ['psnr'] for protocol r2m-v1" in bad.output
     declared = _score(run, tree, metrics=("frame_psnr", "frame_lpips", "scene_identity"), allow_partial=True)
-    assert "model-based backend" in declared["unavailable"]["scene_identity"]
+    why = declared["unavailable"]["scene_identity"]
+    assert "dinov2-base" in why and "--weights" in why and "\n" not in why
     assert declared["families"]["scene_identity"]["nmr"] is None
     # no AlexNet weights here: LPIPS is reported unavailable with the fix, never as a number
     assert "alexnet-owt-7be5be79.pth" in declared["unavailable"]["frame_lpips"]

@@ -55,8 +55,24 @@ BACKENDS: dict[str, BackendSpec] = {
             "works, slowly",
         ),
         BackendSpec(
+            "dinov2-base",
+            "R2M scene_identity (class-token cosine) and object_consistency (masked patch features): DINOv2 ViT-B/14",
+            "vision",
+            ("torch", "transformers"),
+            "facebook/dinov2-base",
+            "works, slowly",
+        ),
+        BackendSpec(
+            "superpoint-lightglue",
+            "R2M geometric: SuperPoint keypoints matched by LightGlue",
+            "vision",
+            ("torch", "transformers"),
+            "ETH-CVG/lightglue_superpoint",
+            "works, slowly",
+        ),
+        BackendSpec(
             "sam2",
-            "paper-v3 tracking: SAM 2.1 video predictor follows the matched mask through the prediction",
+            "paper-v3 tracking and R2M object_consistency: SAM 2.1 video predictor follows objects through frames",
             "vision",
             ("torch", "transformers"),
             "facebook/sam2.1-hiera-large",
@@ -64,7 +80,7 @@ BACKENDS: dict[str, BackendSpec] = {
         ),
         BackendSpec(
             "judge",
-            "paper-v3 object permanence: a vision-language judge",
+            "paper-v3 object permanence and R2M persistent_state: a vision-language judge",
             "judge",
             ("openai",),
             None,
@@ -142,7 +158,7 @@ _NO_JUDGE = "the judge needs --judge-url URL (an OpenAI-compatible endpoint) and
 
 @functools.lru_cache(maxsize=8)
 def load(name: str, opts: BackendOptions):
-    """The loaded backend ``name`` (a features extractor, a tracker or a judge), once per process and options."""
+    """The loaded backend ``name`` (a features extractor, a tracker, a matcher or a judge), once per process and options."""
     spec = BACKENDS[name]
     require(spec)
     if name == "judge":
@@ -159,6 +175,33 @@ def load(name: str, opts: BackendOptions):
         from .tracker import VideoTracker
 
         return VideoTracker(weights, device)
+    if name == "superpoint-lightglue":
+        from .matcher import PairMatcher
+
+        return PairMatcher(weights, device, opts.batch_size)
     from .features import PatchFeatures
 
     return PatchFeatures(weights, device, opts.batch_size)
+
+
+def provenance(names: list[str], opts: BackendOptions) -> dict:
+    """Backend -> what produced the scores: the weights' folder and sha256 and the device, or the judge's
+    model and URL (never a credential). Loads each backend (raising :class:`BackendUnavailable`)."""
+    out = {}
+    for name in names:
+        backend = load(name, opts)
+        out[name] = (
+            backend.provenance() if name == "judge" else {**backend.weights.provenance(), "device": backend.device}
+        )
+    return out
+
+
+def merged_provenance(records: list[dict]) -> dict:
+    """Backend -> the distinct provenance entries of ``records`` (case records with a ``backends`` field)."""
+    out: dict = {}
+    for r in records:
+        for name, info in (r.get("backends") or {}).items():
+            out.setdefault(name, [])
+            if info not in out[name]:
+                out[name].append(info)
+    return out

@@ -1,4 +1,5 @@
-"""Patch features of a ViT (DINOv2, DINOv2 with registers, DINOv3) through ``transformers``, batched."""
+"""Patch features and global descriptors of a ViT (DINOv2, DINOv2 with registers, DINOv3) through
+``transformers``, batched."""
 
 from __future__ import annotations
 
@@ -37,15 +38,13 @@ class PatchFeatures:
         p = self.patch
         return (-(-height // p), -(-width // p)) if fit == "resize" else (height // p, width // p)
 
-    def __call__(self, frames: np.ndarray, fit: str = "resize") -> np.ndarray:
-        """``(N, h, w, C)`` float32 patch features of ``(N, H, W, 3)`` frames in [0, 1] (batches of ``batch_size``)."""
+    def _hidden(self, frames: np.ndarray, fit: str):
+        """``(start, hidden)`` per batch: the final-layer-normed tokens ``(B, 1 + registers + gh * gw, C)``."""
         torch = self.torch
-        frames = np.asarray(frames, np.float32)
         n, height, width = frames.shape[:3]
         gh, gw = self.grid(height, width, fit)
         mean = torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1)
         std = torch.tensor(IMAGENET_STD).view(1, 3, 1, 1)
-        out = np.empty((n, gh, gw, self.dim), np.float32)
         for start in range(0, n, self.batch_size):
             x = torch.from_numpy(frames[start : start + self.batch_size]).permute(0, 3, 1, 2)
             if fit == "resize" and (gh * self.patch, gw * self.patch) != (height, width):
@@ -56,6 +55,23 @@ class PatchFeatures:
                 x = x[:, :, : gh * self.patch, : gw * self.patch]
             x = ((x - mean) / std).to(self.device)
             with torch.no_grad():
-                tokens = self.model(pixel_values=x).last_hidden_state[:, self.skip :]
-            out[start : start + len(x)] = tokens.reshape(len(x), gh, gw, self.dim).float().cpu().numpy()
+                hidden = self.model(pixel_values=x).last_hidden_state.float().cpu().numpy()
+            yield start, hidden
+
+    def __call__(self, frames: np.ndarray, fit: str = "resize") -> np.ndarray:
+        """``(N, h, w, C)`` float32 patch features of ``(N, H, W, 3)`` frames in [0, 1] (batches of ``batch_size``)."""
+        frames = np.asarray(frames, np.float32)
+        gh, gw = self.grid(*frames.shape[1:3], fit)
+        out = np.empty((len(frames), gh, gw, self.dim), np.float32)
+        for start, hidden in self._hidden(frames, fit):
+            out[start : start + len(hidden)] = hidden[:, self.skip :].reshape(len(hidden), gh, gw, self.dim)
+        return out
+
+    def embed(self, frames: np.ndarray, fit: str = "resize") -> np.ndarray:
+        """``(N, C)`` float32 global descriptors of ``(N, H, W, 3)`` frames in [0, 1]: the final-layer-normed
+        class token (the model's ``pooler_output``)."""
+        frames = np.asarray(frames, np.float32)
+        out = np.empty((len(frames), self.dim), np.float32)
+        for start, hidden in self._hidden(frames, fit):
+            out[start : start + len(hidden)] = hidden[:, 0]
         return out

@@ -34,6 +34,13 @@ from . import JudgeOptions
 SYSTEM_PROMPT = "You are a helpful assistant."
 
 
+def prompt_template(name: str) -> str:
+    """A judge prompt shipped with the protocols (``data/protocols/prompts/<name>.txt``)."""
+    from importlib import resources
+
+    return (resources.files("persistbench") / "data" / "protocols" / "prompts" / f"{name}.txt").read_text()
+
+
 class BadReply(ValueError):
     """A reply that is not a valid answer (the message says why)."""
 

@@ -26,15 +26,15 @@ from __future__ import annotations
 import io
 import math
 from dataclasses import dataclass
-from importlib import resources
 
 import numpy as np
 
 from ... import paper_metrics as pm
-from ...backends import BackendOptions, load
-from ...backends.judge import BadReply, JudgmentFailed, Request
+from ...backends import BackendOptions, load, merged_provenance, provenance
+from ...backends.judge import BadReply, JudgmentFailed, Request, prompt_template
 from ...dataset import Case
 from ...errors import PersistbenchError
+from ...images import resize_images
 from ...protocol import Protocol, metric_list, number, one_of, section, size_hw
 from ...registry import METRICS, order
 from ...sampling import sampled_frames, sampled_masks
@@ -89,26 +89,12 @@ def eval_size(model_hw: tuple[int, int], box_hw: tuple[int, int]) -> tuple[int, 
     return (int(tw / (w / h)), tw) if w / h > tw / th else (th, int(th * (w / h)))
 
 
-def _resize(images: np.ndarray, size: tuple[int, int], nearest: bool) -> np.ndarray:
-    from PIL import Image
-
-    if images.shape[1:3] == tuple(size):
-        return images
-    mode = Image.NEAREST if nearest else Image.BILINEAR
-    return np.stack([np.asarray(Image.fromarray(i).resize((size[1], size[0]), mode)) for i in images])
-
-
 def _jpeg(frame: np.ndarray, quality: int) -> np.ndarray:
     from PIL import Image
 
     buf = io.BytesIO()
     Image.fromarray(frame).save(buf, "JPEG", quality=quality)
     return np.asarray(Image.open(io.BytesIO(buf.getvalue())).convert("RGB"))
-
-
-def prompt_template(name: str) -> str:
-    """A judge prompt shipped with the protocols (``data/protocols/prompts/<name>.txt``)."""
-    return (resources.files("persistbench") / "data" / "protocols" / "prompts" / f"{name}.txt").read_text()
 
 
 # ---------------------------------------------------------------- the judge's question
@@ -221,16 +207,6 @@ def _none(values) -> list[float | None]:
     return [None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v) for v in values]
 
 
-def _backends(opts: BackendOptions, names: list[str]) -> dict:
-    out = {}
-    for name in names:
-        backend = load(name, opts)
-        out[name] = (
-            backend.provenance() if name == "judge" else {**backend.weights.provenance(), "device": backend.device}
-        )
-    return out
-
-
 def score_case(case: Case, pred: FramePrediction, protocol: Protocol, wanted: tuple[str, ...], opts: BackendOptions):
     """The ``paper-v3`` scores of one predicted case; raises :class:`PersistbenchError` on a bad prediction
     and :class:`BackendUnavailable` when a backend it needs cannot run."""
@@ -240,16 +216,18 @@ def score_case(case: Case, pred: FramePrediction, protocol: Protocol, wanted: tu
         raise PersistbenchError(f"{case.case_id}: frame indices do not fit the case's {case.n_frames} frames")
     if len(pred.files) != len(idx):
         raise PersistbenchError(f"{case.case_id}: {len(pred.files)} predicted frames, expected {len(idx)}")
-    provenance = _backends(opts, backends_needed(cfg, wanted))  # fails before any work when one is missing
+    used = provenance(backends_needed(cfg, wanted), opts)  # fails before any work when one is missing
 
     preds_model = read_all(list(pred.files), pred.size, pred.size or _first_size(pred), gray=False, rgb="area")
     model_hw = preds_model.shape[1:3]
     size = eval_size(model_hw, tuple(cfg["eval_size"]))
     view = case.view("center")
-    refs = _resize(sampled_frames(view, np.asarray(idx), pred.crop, model_hw), size, nearest=False)
-    ref_masks = _resize(sampled_masks(view, np.asarray(idx), pred.crop, model_hw).astype(np.uint8) * 255, size, True)
+    refs = resize_images(sampled_frames(view, np.asarray(idx), pred.crop, model_hw), size, nearest=False)
+    ref_masks = resize_images(
+        sampled_masks(view, np.asarray(idx), pred.crop, model_hw).astype(np.uint8) * 255, size, True
+    )
     ref_masks = ref_masks > 127
-    preds = _resize(preds_model, size, nearest=False)
+    preds = resize_images(preds_model, size, nearest=False)
     n = len(idx)
     vis = np.asarray(case.visibility()["view_0_visibility"], np.float64)[idx]
     visible, invisible = vis > cfg["visible_above"], vis < cfg["invisible_below"]
@@ -289,7 +267,7 @@ def score_case(case: Case, pred: FramePrediction, protocol: Protocol, wanted: tu
         means=means,
         counts=counts,
         judge=judge,
-        backends=provenance,
+        backends=used,
         **CaseScores.common(protocol, wanted, None, pred.digest),
     )
 
@@ -416,18 +394,8 @@ def summarise(results: list[dict]) -> dict:
         **block(results),
         "groups": {g: block(rows) for g, rows in groups.items()},
         "judge_failures": sum(1 for r in results if r["judge"].get("failed")),
-        "backends": _merged_backends(results),
+        "backends": merged_provenance(results),
     }
-
-
-def _merged_backends(results: list[dict]) -> dict:
-    out: dict = {}
-    for r in results:
-        for name, info in r.get("backends", {}).items():
-            out.setdefault(name, [])
-            if info not in out[name]:
-                out[name].append(info)
-    return out
 
 
 def tables(summary: dict) -> tuple[list[str], dict[str, str]]:

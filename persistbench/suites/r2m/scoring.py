@@ -16,8 +16,10 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ...protocol import Protocol, interval, metric_list, number, one_of, section
-from ...registry import METRICS, PairVideo, families, order
+from ...backends import BackendUnavailable, check_backend, merged_provenance, provenance
+from ...pair_video import PairVideo
+from ...protocol import Protocol, interval, metric_list, number, one_of, section, size_hw
+from ...registry import METRICS, families, order
 from ..base import CaseScores
 
 KINDS = ("revisit", "baseline", "short")
@@ -54,8 +56,64 @@ SCHEMA = {
     ),
     "frame_lpips": section({"net": one_of("alex"), "version": one_of("0.1"), "inputs": one_of("[-1, 1]")}),
     "sift": section({"ratio": number(0.05, 1.0), "ransac_px": number(0.1, 100.0), "confidence": number(0.5, 0.9999)}),
+    "models": one_of("when-available", "required"),
+    "lightglue": section(
+        {
+            "backend": one_of("superpoint-lightglue"),
+            "size": size_hw,
+            "threshold": number(0.0, 1.0),
+            "ransac_px": number(0.1, 100.0),
+            "confidence": number(0.5, 0.9999),
+        }
+    ),
+    "scene_identity": section(
+        {
+            "backend": one_of("dinov2-base", "dinov2-reg-large", "dinov3-large"),
+            "short_side": number(14, 4096, integer=True),
+        }
+    ),
+    "object_consistency": section(
+        {
+            "segmenter": one_of("sam2"),
+            "features": one_of("dinov2-base", "dinov2-reg-large", "dinov3-large"),
+            "short_side": number(14, 4096, integer=True),
+            "grid": number(1, 16, integer=True),
+            "min_area": number(0.0, 1.0),
+            "max_area": number(0.0, 1.0),
+            "overlap": number(0.0, 1.0),
+        }
+    ),
+    "persistent_state": section(
+        {
+            "backend": one_of("judge"),
+            "prompt": one_of("state-v1"),
+            "max_side": number(64, 4096, integer=True),
+            "temperature": number(0.0, 2.0),
+            "max_tokens": number(16, 65536, integer=True),
+            "enable_thinking": one_of(False, True),
+        }
+    ),
     "epsilon": number(0.0, 1.0),
 }
+
+
+def backends_needed(protocol: Protocol, wanted: tuple[str, ...]) -> list[str]:
+    """The backends ``wanted`` loads under ``protocol``: checked before scoring when its ``models`` is
+    ``required``; with ``when-available`` a metric whose backend cannot run is reported unavailable."""
+    if protocol.config["models"] != "required":
+        return []
+    return list(dict.fromkeys(b for m in order(wanted) for b in METRICS[m].backends(protocol.params(m))))
+
+
+def _unavailable(spec, params: dict, backends) -> str | None:
+    """Why the backends of ``spec`` cannot run (one line), or None."""
+
+    try:
+        for name in spec.backends(params):
+            check_backend(name, backends)
+    except BackendUnavailable as e:
+        return str(e)
+    return None
 
 
 @dataclass
@@ -64,7 +122,8 @@ class PairCaseScores(CaseScores):
 
     ``values[m][kind]`` holds one value per scored pair of that kind (None where it failed);
     ``relative[m]`` the video's R, B, S, MG, DR and whether it counts (``valid``);
-    ``dropped[kind]`` the pairs that fall beyond a short video.
+    ``dropped[kind]`` the pairs that fall beyond a short video; ``backends`` what the model-based values
+    were computed with.
     """
 
     uid: str
@@ -77,6 +136,7 @@ class PairCaseScores(CaseScores):
     values: dict[str, dict[str, list[float | None]]]
     relative: dict[str, dict]
     unavailable: dict[str, str]
+    backends: dict[str, dict]  # backend -> weights (sha256) and device, or the judge's model and URL
 
 
 def _clean(values: list[float]) -> list[float | None]:
@@ -102,19 +162,20 @@ def score_video(
     kept = {k: [p for p in pair_file[k] if p[1] < n_video] for k in KINDS}
     dropped = {k: len(pair_file[k]) - len(kept[k]) for k in KINDS}
     lpips = ctx.lpips if ctx.lpips is not None and not isinstance(ctx.lpips, str) else None
-    video = PairVideo(frames, lpips)
+    video = PairVideo(frames, lpips, ctx.backends)
     values, rel, unavailable = {}, {}, {}
-    lpips_note = None
+    lpips_note, used = None, []
     for m in order(ctx.wanted):
         spec = METRICS[m]
-        if spec.function is None:
-            unavailable[m] = spec.unavailable
+        if spec.backend_keys and (why := _unavailable(spec, protocol.params(m), ctx.backends)):
+            unavailable[m] = why
             continue
         if "extra:lpips" in spec.needs and lpips is None:
             lpips_note = ctx.lpips if isinstance(ctx.lpips, str) else "LPIPS was not loaded"
             unavailable[m] = lpips_note
             continue
         values[m] = {k: _clean(spec.function(video, kept[k], protocol.params(m))) for k in KINDS}
+        used += spec.backends(protocol.params(m))
         rel[m] = relative(values[m], spec.higher_is_better, protocol.config["epsilon"])
     return PairCaseScores(
         uid=ids[1],
@@ -127,6 +188,7 @@ def score_video(
         values=values,
         relative=rel,
         unavailable=unavailable,
+        backends=provenance(list(dict.fromkeys(used)), ctx.backends),
         **CaseScores.common(protocol, ctx.wanted, lpips_note, ids[2]),
     )
 
@@ -138,6 +200,8 @@ def merge(new: dict, old: dict) -> dict:
     kept = [m for m in old.get("values", {}) if m not in new["requested"] and m in PAIR_METRICS]
     for m in kept:
         new["values"][m], new["relative"][m] = old["values"][m], old["relative"][m]
+    if kept:
+        new["backends"] = {**(old.get("backends") or {}), **new.get("backends", {})}
     new["requested"] = order(
         set(new["requested"]) | set(kept) | {m for m in old.get("unavailable", {}) if m not in new["requested"]}
     )
@@ -157,6 +221,7 @@ class R2MSummary:
     overall: float | None
     overall_note: str | None  # why Overall is missing or partial
     unavailable: dict[str, str]  # metric -> reason
+    backends: dict[str, list]  # backend -> the distinct weights / judges the videos were scored with
     videos: int
     short_videos: int  # shorter than their trajectory
     dropped_pairs: dict[str, int]  # per kind
@@ -230,6 +295,7 @@ def summarise(results: list[dict], trajectories: tuple[str, ...], epsilon: float
         overall=overall,
         overall_note=note,
         unavailable=unavailable,
+        backends=merged_provenance(results),
         videos=len(results),
         short_videos=sum(r["video_frames"] < r["poses"] for r in results),
         dropped_pairs=dropped,
@@ -270,6 +336,8 @@ def tables(summary: dict) -> tuple[list[str], dict[str, str]]:
         f"**Overall NMR: {_fmt(summary['overall'])}**"
         + (f" ({summary['overall_note']})" if summary["overall_note"] else ""),
     ]
+    for name, entries in (summary.get("backends") or {}).items():
+        lines.append(f"\nBackend {name}: " + "; ".join(", ".join(f"{k} {v}" for k, v in e.items()) for e in entries))
     d = summary["dropped_pairs"]
     lines.append(
         f"\n{summary['videos']} videos; {summary['short_videos']} shorter than their trajectory "

@@ -64,7 +64,7 @@ class VideoPrediction(Prediction):
 class R2MBench(Suite):
     name = "r2m"
     title = "R2M-Bench"
-    protocols = ("r2m-v1",)
+    protocols = ("r2m-v1", "r2m-paper-v1")
     protocol_schema = scoring.SCHEMA
     subsets = ("DDDAAA", "WSLRRLL", "revisit_loop")
     external_label = "external videos"
@@ -264,8 +264,12 @@ class R2MBench(Suite):
         ids = (case.subset, case.case_id, pred.digest)
         return scoring.score_video(frames, n_video, n_poses, pair_file, protocol, ctx, ids).to_json()
 
+    def backends_needed(self, protocol: Protocol, wanted: tuple[str, ...]) -> list[str]:
+        return scoring.backends_needed(protocol, wanted)
+
     def scored_metrics(self, record: dict) -> set[str]:
-        """Metrics with values, and the declared ones reported unavailable for a reason other than LPIPS's."""
+        """Metrics with values, and those reported unavailable for a reason other than LPIPS's (a missing backend:
+        ``--resume`` does not retry them; ``--metrics NAME`` once the backend is there does)."""
         values, unavailable = record.get("values"), record.get("unavailable")
         done = set(values) if isinstance(values, dict) else set()
         if isinstance(unavailable, dict):

@@ -1,0 +1,101 @@
+"""Real architectures (transformers) with random weights, saved as checkpoint folders, for the backends' tests.
+
+Shapes are tiny so that a CPU runs them in milliseconds; the numbers mean nothing except where a
+builder says otherwise (LightGlue's, whose layers pass the descriptors through so that it matches).
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def dinov2_reg(folder):
+    from transformers import Dinov2WithRegistersConfig, Dinov2WithRegistersModel
+
+    torch.manual_seed(0)
+    cfg = Dinov2WithRegistersConfig(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, patch_size=14, image_size=98
+    )
+    Dinov2WithRegistersModel(cfg).eval().save_pretrained(folder)
+    return folder
+
+
+def dinov2(folder):
+    from transformers import Dinov2Config, Dinov2Model
+
+    torch.manual_seed(4)
+    cfg = Dinov2Config(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, patch_size=14, image_size=98
+    )
+    Dinov2Model(cfg).eval().save_pretrained(folder)
+    return folder
+
+
+def dinov3(folder):
+    from transformers import DINOv3ViTConfig, DINOv3ViTModel
+
+    torch.manual_seed(1)
+    cfg = DINOv3ViTConfig(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, patch_size=16
+    )
+    DINOv3ViTModel(cfg).eval().save_pretrained(folder)
+    return folder
+
+
+def sam2(folder, size=256):
+    from transformers import (
+        Sam2ImageProcessor,
+        Sam2VideoConfig,
+        Sam2VideoModel,
+        Sam2VideoProcessor,
+        Sam2VideoVideoProcessor,
+    )
+
+    torch.manual_seed(2)
+    cfg = Sam2VideoConfig(
+        image_size=size,
+        vision_config={
+            "model_type": "sam2_vision_model",
+            "backbone_feature_sizes": [[size // 4] * 2, [size // 8] * 2, [size // 16] * 2],
+            "backbone_config": {"model_type": "sam2_hiera_det_model", "image_size": [size, size]},
+        },
+        prompt_encoder_config={"image_size": size},
+        memory_attention_rope_feat_sizes=[size // 16] * 2,
+    )
+    Sam2VideoModel(cfg).eval().save_pretrained(folder)
+    hw = {"height": size, "width": size}
+    Sam2VideoProcessor(
+        image_processor=Sam2ImageProcessor(size=hw), video_processor=Sam2VideoVideoProcessor(size=hw)
+    ).save_pretrained(folder)
+    return folder
+
+
+def lightglue(folder):
+    """SuperPoint with random convolutions (its descriptors still follow the image) and a LightGlue whose
+    layers add nothing and whose projection is the identity: matches are mutual nearest descriptors."""
+    from transformers import LightGlueConfig, LightGlueForKeypointMatching, SuperPointConfig
+
+    torch.manual_seed(3)
+    sp = SuperPointConfig(
+        encoder_hidden_sizes=[16, 16, 32, 32],
+        decoder_hidden_size=32,
+        keypoint_decoder_dim=65,
+        descriptor_decoder_dim=32,
+        max_keypoints=512,
+    )
+    cfg = LightGlueConfig(
+        keypoint_detector_config=sp, descriptor_dim=32, num_hidden_layers=2, num_attention_heads=2, filter_threshold=0.0
+    )
+    model = LightGlueForKeypointMatching(cfg).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("conv_score_b.weight"):  # sharper scores: keypoints where the image has structure
+                p.mul_(30.0)
+            if name.startswith("keypoint_detector"):
+                continue
+            if name.endswith("fc2.weight") or name.endswith("fc2.bias") or "matchability" in name:
+                p.zero_()
+            elif "final_projection" in name:
+                p.copy_(torch.eye(p.shape[0]) if p.ndim == 2 else torch.zeros_like(p))
+    model.save_pretrained(folder)
+    return folder
