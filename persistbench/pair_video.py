@@ -40,25 +40,29 @@ class PairVideo:
 
         return load(name, self.backends)
 
-    def _resized(self, indices: list[int], short: int) -> np.ndarray:
-        """``(N, h, w, 3)`` float32 [0, 1]: the frames resized (PIL bilinear) to a shorter side of ``short``."""
+    def _resized(self, indices: list[int], size) -> np.ndarray:
+        """``(N, h, w, 3)`` float32 [0, 1]: the frames resized (PIL bilinear) to a shorter side of ``size``
+        pixels (an int) or to ``size`` = ``[h, w]``."""
         from .images import resize_images
 
         stack = np.stack([self.frames[i] for i in indices])
-        return resize_images(stack, short_side_size(*stack.shape[1:3], short)).astype(np.float32) / 255.0
+        hw = short_side_size(*stack.shape[1:3], size) if isinstance(size, int) else tuple(size)
+        return resize_images(stack, hw).astype(np.float32) / 255.0
 
     def sift_frame(self, i: int) -> pair_metrics.SiftFrame:
         if i not in self._sift:
             self._sift[i] = pair_metrics.sift_frame(self.frames[i])
         return self._sift[i]
 
-    def embeddings(self, indices: list[int], backend: str, short: int) -> dict[int, np.ndarray]:
-        """Frame -> ``(C,)`` global descriptor (the ViT's class token) at a shorter side of ``short`` pixels."""
-        missing = sorted({i for i in indices if (i, backend, short) not in self._embeddings})
+    def embeddings(self, indices: list[int], backend: str, size) -> dict[int, np.ndarray]:
+        """Frame -> ``(D,)`` global descriptor (a ViT's class token, a place-recognition descriptor) of the
+        frame resized to a shorter side of ``size`` pixels (an int) or to ``size`` = ``[h, w]``."""
+        key = size if isinstance(size, int) else tuple(size)
+        missing = sorted({i for i in indices if (i, backend, key) not in self._embeddings})
         if missing:
-            for i, e in zip(missing, self._load(backend).embed(self._resized(missing, short))):
-                self._embeddings[i, backend, short] = e
-        return {i: self._embeddings[i, backend, short] for i in indices}
+            for i, e in zip(missing, self._load(backend).embed(self._resized(missing, size))):
+                self._embeddings[i, backend, key] = e
+        return {i: self._embeddings[i, backend, key] for i in indices}
 
     def patch_features(self, indices: list[int], backend: str, short: int) -> dict[int, np.ndarray]:
         """Frame -> ``(gh, gw, C)`` patch features at a shorter side of ``short`` pixels."""

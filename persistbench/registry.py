@@ -158,9 +158,17 @@ def _appearance(t: paper_metrics.Tracked, p: dict) -> list[float]:
     return list(t.similarity)
 
 
-def _scene_identity(v: PairVideo, pairs, p: dict) -> list[float]:
-    emb = v.embeddings([i for pair in pairs for i in pair], p["backend"], p["short_side"])
+def _descriptor_cosine(v: PairVideo, pairs, backend: str, size) -> list[float]:
+    emb = v.embeddings([i for pair in pairs for i in pair], backend, size)
     return [pair_metrics.cosine(emb[a], emb[b]) for a, b in pairs]
+
+
+def _scene_identity(v: PairVideo, pairs, p: dict) -> list[float]:
+    return _descriptor_cosine(v, pairs, p["backend"], p["short_side"])
+
+
+def _place(v: PairVideo, pairs, p: dict) -> list[float]:
+    return _descriptor_cosine(v, pairs, p["backend"], p["size"])
 
 
 def _lightglue(v: PairVideo, pairs, p: dict) -> list[tuple[float, float]]:
@@ -250,6 +258,10 @@ METRICS: dict[str, MetricSpec] = {
         ),
         _model_pair(
             "scene_identity", "scene_identity", (-1.0, 1.0), _scene_identity, "scene_identity", ("backend",), ["vision"]
+        ),
+        _model_pair("scene_identity_boq", "scene_identity", (-1.0, 1.0), _place, "boq", ("backend",), ["vision"]),
+        _model_pair(
+            "scene_identity_mutualvpr", "scene_identity", (-1.0, 1.0), _place, "mutualvpr", ("backend",), ["vision"]
         ),
         _model_pair(
             "object_consistency",

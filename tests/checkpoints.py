@@ -99,3 +99,23 @@ def lightglue(folder):
                 p.copy_(torch.eye(p.shape[0]) if p.ndim == 2 else torch.zeros_like(p))
     model.save_pretrained(folder)
     return folder
+
+
+def exported(path, seed: int = 5):
+    """A global-descriptor program (convolution, average pooling, linear) saved by ``torch.export`` with
+    dynamic batch and size, as BoQ or MutualVPR exported by a user would be: ``(B, 3, H, W)`` -> ``(B, 16)``."""
+
+    class Descriptor(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+            self.head = torch.nn.Linear(8, 16)
+
+        def forward(self, x):
+            return self.head(torch.relu(self.conv(x)).mean(dim=(2, 3)))
+
+    torch.manual_seed(seed)
+    dims = {"x": {0: torch.export.Dim("batch"), 2: torch.export.Dim("h"), 3: torch.export.Dim("w")}}
+    program = torch.export.export(Descriptor().eval(), (torch.zeros(2, 3, 32, 48),), dynamic_shapes=dims)
+    torch.export.save(program, str(path))
+    return path

@@ -69,4 +69,6 @@ def checkpoints(tmp_path_factory) -> dict[str, Path]:
         "dinov3-large": build.dinov3(root / "dinov3"),
         "sam2": build.sam2(root / "sam2"),
         "superpoint-lightglue": build.lightglue(root / "lightglue"),
+        "boq": build.exported(root / "boq.pt2", 5),
+        "mutualvpr": build.exported(root / "mutualvpr.pt2", 6),
     }

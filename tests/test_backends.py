@@ -20,12 +20,13 @@ from judge_server import JudgeServer, completion, seen, state
 
 from persistbench import pair_metrics
 from persistbench import paper_metrics as pm
-from persistbench.backends import BACKENDS, BackendOptions, BackendUnavailable, JudgeOptions, check_backend
+from persistbench.backends import BACKENDS, BackendOptions, BackendUnavailable, JudgeOptions, check_backend, load
 from persistbench.backends.features import IMAGENET_MEAN, IMAGENET_STD, PatchFeatures
 from persistbench.backends.judge import BadReply, Judge, JudgmentFailed, Request
 from persistbench.backends.matcher import PairMatcher
 from persistbench.backends.weights import resolve
 from persistbench.cli import main
+from persistbench.errors import PersistbenchError
 from persistbench.layout import RunLayout, public_result
 from persistbench.pair_video import PairVideo, parse_state
 from persistbench.protocol import shipped_path
@@ -389,6 +390,38 @@ def test_the_global_descriptor_is_the_class_token_and_scene_identity_its_cosine(
     a, b = emb[0].astype(np.float64), emb[1].astype(np.float64)
     assert got[0] == pytest.approx(a @ b / np.linalg.norm(a) / np.linalg.norm(b), abs=1e-6)
     assert got[1] == pytest.approx(1.0, abs=1e-6)
+
+
+def test_place_recognition_descriptors_come_from_an_exported_program(checkpoints, tmp_path):
+    with pytest.raises(BackendUnavailable, match="backend boq: no weights; pass --weights boq=FILE.pt2"):
+        check_backend("boq", BackendOptions())
+    (tmp_path / "boq.pth").write_bytes(b"\x80\x04pickle")
+    with pytest.raises(BackendUnavailable, match="boq.pth: not a torch.export archive"):
+        check_backend("boq", BackendOptions(weights=(("boq", str(tmp_path / "boq.pth")),)))
+    import zipfile
+
+    with zipfile.ZipFile(tmp_path / "other.pt", "w") as z:
+        z.writestr("x/data.txt", "not a module")
+    with pytest.raises(BackendUnavailable, match="other.pt: not a torch.export archive"):
+        load("boq", BackendOptions("cpu", (("boq", str(tmp_path / "other.pt")),)))
+    frames = _frames()
+    video = PairVideo(frames, backends=_opts(checkpoints))
+    got = METRICS["scene_identity_boq"].function(video, [(0, 1), (1, 1)], {"backend": "boq", "size": [32, 48]})
+    module = torch.export.load(str(checkpoints["boq"])).module()
+    mean, std = torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1), torch.tensor(IMAGENET_STD).view(1, 3, 1, 1)
+    from PIL import Image
+
+    x = np.stack([np.asarray(Image.fromarray(frames[i]).resize((48, 32), Image.BILINEAR)) for i in (0, 1)])
+    with torch.no_grad():
+        d = module((torch.from_numpy(x.astype(np.float32) / 255).permute(0, 3, 1, 2) - mean) / std).double().numpy()
+    assert got[0] == pytest.approx(d[0] @ d[1] / np.linalg.norm(d[0]) / np.linalg.norm(d[1]), abs=1e-6)
+    assert got[1] == pytest.approx(1.0, abs=1e-6)
+    # a program exported for one size refuses another, saying so
+    static = torch.export.export(module, (torch.zeros(2, 3, 32, 48),), dynamic_shapes={"x": {0: torch.export.Dim("b")}})
+    torch.export.save(static, str(tmp_path / "static.pt2"))
+    video = PairVideo(frames, backends=BackendOptions("cpu", (("boq", str(tmp_path / "static.pt2")),)))
+    with pytest.raises(PersistbenchError, match="static.pt2: the exported program does not take 2 x 3 x 40 x 40"):
+        METRICS["scene_identity_boq"].function(video, [(0, 1)], {"backend": "boq", "size": [40, 40]})
 
 
 def test_lightglue_matches_do_not_depend_on_the_batch_and_give_both_ratios(checkpoints):

@@ -7,7 +7,8 @@ any OpenAI-compatible chat endpoint, reached through the ``openai`` package (ext
 
 Weights come from ``--weights NAME=DIR`` (a folder with ``config.json`` and ``*.safetensors``) or
 from the Hugging Face cache under the backend's default repository; nothing is downloaded unless
-``--allow-download``. A backend that cannot be loaded raises :class:`BackendUnavailable` with one
+``--allow-download``. The place-recognition models no maintained package provides (BoQ, MutualVPR)
+are ``torch.export`` archives the user exports from the upstream code (``--weights boq=FILE.pt2``). A backend that cannot be loaded raises :class:`BackendUnavailable` with one
 line naming the file and the fix. Loaded backends are kept per process (a worker loads each once).
 """
 
@@ -31,8 +32,9 @@ class BackendSpec:
     role: str
     extra: str  # the pip extra that provides its package
     modules: tuple[str, ...]  # what must import
-    repo: str | None  # default Hub repository of its weights (None: the judge)
+    repo: str | None  # default Hub repository of its weights (None: the judge, or a file the user gives)
     cpu: str  # how it runs without a GPU
+    format: str = "transformers"  # its weights: a transformers checkpoint folder, or a torch.export file
 
 
 BACKENDS: dict[str, BackendSpec] = {
@@ -77,6 +79,24 @@ BACKENDS: dict[str, BackendSpec] = {
             ("torch", "transformers"),
             "facebook/sam2.1-hiera-large",
             "works, slowly (seconds per frame at 1024 px)",
+        ),
+        BackendSpec(
+            "boq",
+            "R2M scene_identity_boq: BoQ place-recognition descriptors (a torch.export archive of the model)",
+            "vision",
+            ("torch",),
+            None,
+            "works, slowly",
+            "torch.export",
+        ),
+        BackendSpec(
+            "mutualvpr",
+            "R2M scene_identity_mutualvpr: MutualVPR place-recognition descriptors (a torch.export archive)",
+            "vision",
+            ("torch",),
+            None,
+            "works, slowly",
+            "torch.export",
         ),
         BackendSpec(
             "judge",
@@ -179,6 +199,13 @@ def load(name: str, opts: BackendOptions):
         from .matcher import PairMatcher
 
         return PairMatcher(weights, device, opts.batch_size)
+    if spec.format == "torch.export":
+        from .descriptor import ExportedDescriptor
+
+        try:
+            return ExportedDescriptor(weights, device, opts.batch_size)
+        except Exception as e:  # torch.export.load's errors for a zip that is not an exported program
+            raise BackendUnavailable(f"{weights.source}: not a torch.export archive ({e})".splitlines()[0]) from None
     from .features import PatchFeatures
 
     return PatchFeatures(weights, device, opts.batch_size)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,7 +54,10 @@ def checkpoint(name: str, folder: Path, source: str) -> Weights:
 
 def resolve(spec: BackendSpec, given: str | None, allow_download: bool) -> Weights:
     """The weights of ``spec``: ``given`` (a folder, or a Hub repository id), else its default repository,
-    taken from the Hugging Face cache; fetched only with ``allow_download``."""
+    taken from the Hugging Face cache; fetched only with ``allow_download``. A ``torch.export`` backend takes
+    ``given`` as a file and has no default."""
+    if spec.format == "torch.export":
+        return exported(spec.name, given)
     if given and Path(given).expanduser().is_dir():
         folder = Path(given).expanduser().resolve()
         return checkpoint(spec.name, folder, str(folder))
@@ -77,3 +81,17 @@ def resolve(spec: BackendSpec, given: str | None, allow_download: bool) -> Weigh
     except Exception as e:  # the Hub's errors: no such repository, gated, offline
         raise BackendUnavailable(f"backend {spec.name}: {repo}: {str(e).splitlines()[0]}") from None
     return checkpoint(spec.name, folder, f"{repo}@{folder.name}")
+
+
+def exported(name: str, given: str | None) -> Weights:
+    """A ``torch.export`` archive given as ``--weights NAME=FILE.pt2`` (no default: the user exports it)."""
+    how = f"pass --weights {name}=FILE.pt2, the model saved by torch.export (docs/metrics.md, R2M-Bench)"
+    if not given:
+        raise BackendUnavailable(f"backend {name}: no weights; {how}")
+    path = Path(given).expanduser()
+    if not path.is_file():
+        raise BackendUnavailable(f"--weights {name}={given}: no such file; {how}")
+    if not zipfile.is_zipfile(path):
+        raise BackendUnavailable(f"{path}: not a torch.export archive (a zip written by torch.export.save); {how}")
+    path = path.resolve()
+    return Weights(name, path.parent, str(path), (path,))

@@ -72,6 +72,8 @@ SCHEMA = {
             "short_side": number(14, 4096, integer=True),
         }
     ),
+    "boq": section({"backend": one_of("boq"), "size": size_hw}),
+    "mutualvpr": section({"backend": one_of("mutualvpr"), "size": size_hw}),
     "object_consistency": section(
         {
             "segmenter": one_of("sam2"),
