@@ -354,6 +354,59 @@ def test_a_public_result_that_does_not_add_up_is_refused(oracle_run):
         paper.from_public(public, "bad.json")
 
 
+def _public_dir(root: Path, records: list[dict]) -> Path:
+    for r in records:
+        path = root / f"{r['subset']}__{r['uid']}" / "result.json"
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps(paper.to_public(r)))
+    return root
+
+
+def test_compare_public_reports_each_difference(tmp_path):
+    import subprocess
+    import sys
+
+    def record(uid, stationary, frames):
+        mean = float(np.mean(frames[1:]))
+        return {
+            "uid": uid,
+            "subset": "static" if stationary else "dynamic",
+            "use_stationary": stationary,
+            "eval_size": [8, 8],
+            "visible": [False, True, True],
+            "invisible": [False, False, False],
+            "start": 1,
+            "matching_score": 0.1,
+            "metrics": {m: [None, *frames[1:]] for m in paper.PAPER_METRICS},
+            "means": {
+                "visible": {m: mean for m in paper.PAPER_METRICS},
+                "invisible": {m: None for m in paper.PAPER_METRICS},
+            },
+        }
+
+    ours = _public_dir(tmp_path / "ours", [record("a", 1, [0, 0.5, 1.0]), record("b", 0, [0, 0.25, 0.75])])
+    same = _public_dir(tmp_path / "same", [record("a", 1, [0, 0.5, 1.0]), record("b", 0, [0, 0.25, 0.75])])
+    other = _public_dir(tmp_path / "other", [record("a", 1, [0, 0.5, 1.0]), record("b", 0, [0, 0.25, 0.5])])
+    script = Path(__file__).parents[1] / "scripts" / "compare_public.py"
+
+    def run(*args):
+        return subprocess.run([sys.executable, str(script), *map(str, args)], capture_output=True, text=True)
+
+    ok = run(ours, same)
+    assert ok.returncode == 0, ok.stderr
+    assert "2 cases compared; largest difference 0" in ok.stdout
+    differ = run(ours, other)
+    assert differ.returncode == 1 and "largest difference 0.25" in differ.stdout
+    assert "| dynamic__b | motion_continuity | 2 | 0.25 | 0 | 0.125 | n/a |" in differ.stdout
+    assert run(ours, other, "--tolerance", "0.3").returncode == 0
+    (other / "static__a" / "result.json").unlink()
+    missing = run(ours, other, "--tolerance", "0.3")
+    assert missing.returncode == 1 and "only in ours: static__a" in missing.stdout
+    (other / "dynamic__b" / "result.json").write_text("{}")
+    broken = run(ours, other)
+    assert broken.returncode == 2 and "dynamic__b/result.json: not a default-three-paper-v3 result" in broken.stderr
+
+
 def test_paper_v3_without_backends_fails_in_one_line(oracle_run, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

@@ -515,3 +515,25 @@ def from_public(data: object, where: str) -> dict:
         "judge": {"failed": 0},
         "backends": {},
     }
+
+
+def compare(ours: dict, theirs: dict) -> dict:
+    """How two records of one case (from :func:`from_public`) differ, per metric: the largest absolute
+    difference of the per-frame scores both have, the frames only one has a score for, and the
+    differences of the visible and invisible means (None where either is missing)."""
+    out = {}
+    for m in PAPER_METRICS:
+        a, b = ours["metrics"][m], theirs["metrics"][m]
+        both = [abs(x - y) for x, y in zip(a, b) if x is not None and y is not None]
+        out[m] = {
+            "frames": len(both),
+            "max_frame_diff": max(both, default=0.0),
+            "only_one": sum((x is None) != (y is None) for x, y in zip(a, b)) + abs(len(a) - len(b)),
+            **{
+                f"{split}_diff": None
+                if ours["means"][split][m] is None or theirs["means"][split][m] is None
+                else abs(ours["means"][split][m] - theirs["means"][split][m])
+                for split in SPLITS
+            },
+        }
+    return out
