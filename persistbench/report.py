@@ -64,6 +64,7 @@ def _provenance(runs: list[dict]) -> str:
         "oracle",
         "partial",
         "LPIPS",
+        "model backends",
     ]
     rows = []
     for r in runs:
@@ -78,6 +79,7 @@ def _provenance(runs: list[dict]) -> str:
             "yes (checks the scorer)" if s.get("oracle") else "no",
             "yes" if s.get("partial") else "no",
             "unavailable: " + s["lpips_unavailable"] if s.get("lpips_unavailable") else "computed",
+            backends_cell(s.get("backends")),
         ]
         rows.append([str(c) for c in cells])
     return table("provenance", head, rows, sortable=False)
@@ -147,8 +149,36 @@ td:first-child,td:nth-child(2){text-align:left}img{max-width:100%}.note{color:#5
 .warning{background:#fff3cd;border:1px solid #e0b000;padding:8px 12px}"""
 
 
+def _backend_entries(backends: object) -> list[tuple[str, dict]]:
+    if not isinstance(backends, dict):
+        return []
+    return [
+        (name, e)
+        for name, entries in sorted(backends.items())
+        for e in (entries if isinstance(entries, list) else [])
+        if isinstance(e, dict)
+    ]
+
+
+def backends_cell(backends: object) -> str:
+    """What produced a run's model-based scores: each backend's weights (sha256, device) or judge (model, URL)."""
+    parts = [
+        f"{name}: {e.get('judge_model')} at {e.get('judge_url')}"
+        if "judge_model" in e
+        else f"{name}: {str(e.get('sha256', '?'))[:12]} on {e.get('device', '?')}"
+        for name, e in _backend_entries(backends)
+    ]
+    return "; ".join(parts) or "none"
+
+
+def _models(backends: object) -> frozenset:
+    """The weights and judges behind the scores, whatever device ran them."""
+    return frozenset((name, e.get("judge_model") or e.get("sha256")) for name, e in _backend_entries(backends))
+
+
 def comparability_warnings(runs: list[dict]) -> list[str]:
-    """Why the runs' numbers cannot be compared side by side (different protocol hash, dataset or partial runs)."""
+    """Why the runs' numbers cannot be compared side by side (different protocol hash, dataset, model weights
+    or judge, or partial runs)."""
     out = []
     for key, what in (
         ("protocol_sha256", "protocol definitions (sha256)"),
@@ -160,6 +190,11 @@ def comparability_warnings(runs: list[dict]) -> list[str]:
                 f"The runs were scored with different {what}: "
                 + ", ".join(f"{r['name']}: {(r['summary'].get(key) or '?')[:12]}" for r in runs)
             )
+    if len({_models(r["summary"].get("backends")) for r in runs}) > 1:
+        out.append(
+            "The runs' model-based scores come from different weights or judges: "
+            + ", ".join(f"{r['name']}: {backends_cell(r['summary'].get('backends'))}" for r in runs)
+        )
     partial = [r["name"] for r in runs if r["summary"].get("partial")]
     if partial:
         out.append(f"Partial runs (cases without predictions were not scored): {', '.join(partial)}")

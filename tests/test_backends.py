@@ -317,6 +317,12 @@ def test_paper_v3_scores_a_run_with_every_backend(oracle_run, checkpoints, tmp_p
         result = _score(oracle_run, checkpoints, server.url)  # everything again: the judge's answers are cached
         assert result.exit_code == 0 and len(server.requests) == asked
     assert "judge-x" in run.summary_md("paper-v3").read_text()
+    report = CliRunner().invoke(main, ["report", str(oracle_run), "--output", str(tmp_path / "report.html")])
+    assert report.exit_code == 0, report.output
+    page = (tmp_path / "report.html").read_text()
+    sam2_sha = resolve(BACKENDS["sam2"], str(checkpoints["sam2"]), False).sha256
+    assert f"sam2: {sam2_sha[:12]} on cpu" in page and "judge: judge-x at http://127.0.0.1:" in page
+    assert "object_permanence_visible" in page and "default-three-paper-v3" in page
 
     records = sorted((run.scores_dir("paper-v3")).glob("*/*.json"))
     for path in records:
@@ -329,6 +335,19 @@ def test_paper_v3_scores_a_run_with_every_backend(oracle_run, checkpoints, tmp_p
         back = paper.from_public(public, "result.json")
         assert back["means"] == record["means"] and back["use_stationary"] == record["use_stationary"]
     assert not any("sk-never-written" in p.read_text() for p in run.scores_dir("paper-v3").rglob("*.json"))
+
+
+def test_runs_scored_with_other_weights_or_judges_are_flagged():
+    from persistbench.report import comparability_warnings
+
+    def run(name, sha, judge, device="cpu"):
+        backends = {"sam2": [{"weights": "w", "sha256": sha, "device": device}], "judge": [{"judge_model": judge}]}
+        return {"name": name, "summary": {"backends": backends}}
+
+    assert comparability_warnings([run("a", "1" * 64, "j"), run("b", "1" * 64, "j", "cuda")]) == []
+    for other in (run("b", "2" * 64, "j"), run("b", "1" * 64, "k")):
+        (warning,) = comparability_warnings([run("a", "1" * 64, "j"), other])
+        assert warning.startswith("The runs' model-based scores come from different weights or judges")
 
 
 def test_a_public_result_that_does_not_add_up_is_refused(oracle_run):

@@ -4,6 +4,7 @@ shards; the bundled sample; every kind of bad input."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -352,18 +353,19 @@ def test_youtube_needs_a_js_runtime(local_synth, tmp_path):
 
 
 def test_hf_recipes_offline_is_a_clear_error(tmp_path):
-    result = cli(
-        "--recipes",
-        "hf://someone/persistbench/recipes.jsonl",
-        "--output",
-        tmp_path / "ds",
-        "--cache",
-        tmp_path / "cache",
-        env={"HF_HUB_OFFLINE": "1"},
+    # A fresh process: huggingface_hub reads HF_HUB_OFFLINE when it is first imported.
+    args = ["--recipes", "hf://someone/persistbench/recipes.jsonl", "--output", tmp_path / "ds"]
+    result = subprocess.run(
+        [sys.executable, "-m", "persistbench", "download", "--no-progress", *map(str, args)]
+        + ["--cache", str(tmp_path / "cache")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")},
+        timeout=120,
     )
-    assert result.exit_code == 1
-    assert result.output.startswith("Error: hf://someone/persistbench/recipes.jsonl: cannot fetch recipes")
-    assert len(result.output.strip().splitlines()) == 1
+    assert result.returncode == 1
+    assert result.stderr.startswith("Error: hf://someone/persistbench/recipes.jsonl: cannot fetch recipes")
+    assert len(result.stderr.strip().splitlines()) == 1
 
 
 def test_recipes_over_http(served, tmp_path):

@@ -70,7 +70,7 @@ BACKENDS: dict[str, BackendSpec] = {
             "vision",
             ("torch", "transformers"),
             "ETH-CVG/lightglue_superpoint",
-            "works, slowly",
+            "works, slowly (seconds a pair at 480 x 640)",
         ),
         BackendSpec(
             "sam2",
@@ -78,7 +78,7 @@ BACKENDS: dict[str, BackendSpec] = {
             "vision",
             ("torch", "transformers"),
             "facebook/sam2.1-hiera-large",
-            "works, slowly (seconds per frame at 1024 px)",
+            "works, slowly: seconds a frame at 1024 px; R2M's object family (16 objects a pair) wants a GPU",
         ),
         BackendSpec(
             "boq",

@@ -177,13 +177,47 @@ def _table(runs: list[dict], subset: str, metrics: list[str], table_id: str) -> 
     return table(table_id, head, rows)
 
 
+def _paper(runs: list[dict]) -> bool:
+    return "groups" in runs[0]["summary"]
+
+
 def steps(runs: list[dict]) -> int:
     """Slow steps (figures and contact sheets) the sections take, for the progress bar."""
+    if _paper(runs):
+        return 0
     return 2 * len([s for s in runs[0]["summary"]["subsets"] if s != "all"]) + 1
+
+
+def _paper_sections(runs: list[dict]) -> tuple[str, list[str], list[str]]:
+    """``paper-v3``: the published layout, three scores x visible / invisible, overall and per group."""
+    from .paper import PAPER_METRICS
+    from .paper import SPLITS as PAPER_SPLITS
+
+    keys = [f"{m}_{s}" for m in PAPER_METRICS for s in PAPER_SPLITS]
+    board = []
+    for group in ("overall", "static", "dynamic", "unknown"):
+        rows = []
+        for r in runs:
+            block = r["summary"] if group == "overall" else r["summary"]["groups"].get(group, {})
+            if not block.get("cases"):
+                continue
+            cells = [r["name"], str(r["summary"].get("model")), str(block["cases"])]
+            cells += [f"{fmt(block['averages'].get(k))} ({block['valid_counts'].get(k, 0)})" for k in keys]
+            rows.append(cells + [str(r["summary"].get("judge_failures", 0))])
+        if rows:
+            head = ["run", "model", "cases", *keys, "judge failures"]
+            board += [f"<h3>{html.escape(group)}</h3>", table(f"leaderboard-{group}", head, rows)]
+    note = (
+        "Protocol paper-v3 (the public toolkit's default-three-paper-v3): means over cases of each case's mean over "
+        "its visible / invisible frames from the first visible one; (n) = cases with a value."
+    )
+    return note, ["<h2>Leaderboard</h2>", *board], []
 
 
 def sections(runs: list[dict], advance: Callable[[int], object]) -> tuple[str, list[str], list[str]]:
     """``(note, leaderboard parts, figure parts)`` of the page."""
+    if _paper(runs):
+        return _paper_sections(runs)
     metrics = order({m for r in runs for m in r["summary"]["subsets"]["all"]["visible"]})
     subsets = [s for s in runs[0]["summary"]["subsets"] if s != "all"]
     note = (
