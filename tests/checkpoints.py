@@ -8,38 +8,28 @@ from __future__ import annotations
 
 import torch
 
+TINY_VIT = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64}
+
+
+def _vit(folder, config_class: str, model_class: str, seed: int, **config):
+    import transformers
+
+    torch.manual_seed(seed)
+    model = getattr(transformers, model_class)(getattr(transformers, config_class)(**TINY_VIT, **config))
+    model.eval().save_pretrained(folder)
+    return folder
+
 
 def dinov2_reg(folder):
-    from transformers import Dinov2WithRegistersConfig, Dinov2WithRegistersModel
-
-    torch.manual_seed(0)
-    cfg = Dinov2WithRegistersConfig(
-        hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, patch_size=14, image_size=98
-    )
-    Dinov2WithRegistersModel(cfg).eval().save_pretrained(folder)
-    return folder
+    return _vit(folder, "Dinov2WithRegistersConfig", "Dinov2WithRegistersModel", 0, patch_size=14, image_size=98)
 
 
 def dinov2(folder):
-    from transformers import Dinov2Config, Dinov2Model
-
-    torch.manual_seed(4)
-    cfg = Dinov2Config(
-        hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, patch_size=14, image_size=98
-    )
-    Dinov2Model(cfg).eval().save_pretrained(folder)
-    return folder
+    return _vit(folder, "Dinov2Config", "Dinov2Model", 4, patch_size=14, image_size=98)
 
 
 def dinov3(folder):
-    from transformers import DINOv3ViTConfig, DINOv3ViTModel
-
-    torch.manual_seed(1)
-    cfg = DINOv3ViTConfig(
-        hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, patch_size=16
-    )
-    DINOv3ViTModel(cfg).eval().save_pretrained(folder)
-    return folder
+    return _vit(folder, "DINOv3ViTConfig", "DINOv3ViTModel", 1, patch_size=16)
 
 
 def sam2(folder, size=256):

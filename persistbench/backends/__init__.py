@@ -34,7 +34,9 @@ class BackendSpec:
     modules: tuple[str, ...]  # what must import
     repo: str | None  # default Hub repository of its weights (None: the judge, or a file the user gives)
     cpu: str  # how it runs without a GPU
-    format: str = "transformers"  # its weights: a transformers checkpoint folder, or a torch.export file
+    format: str = (
+        "transformers"  # its weights: a transformers checkpoint folder, a torch.export file; the judge: "endpoint"
+    )
 
 
 BACKENDS: dict[str, BackendSpec] = {
@@ -80,23 +82,17 @@ BACKENDS: dict[str, BackendSpec] = {
             "facebook/sam2.1-hiera-large",
             "works, slowly: seconds a frame at 1024 px; R2M's object family (16 objects a pair) wants a GPU",
         ),
-        BackendSpec(
-            "boq",
-            "R2M scene_identity_boq: BoQ place-recognition descriptors (a torch.export archive of the model)",
-            "vision",
-            ("torch",),
-            None,
-            "works, slowly",
-            "torch.export",
-        ),
-        BackendSpec(
-            "mutualvpr",
-            "R2M scene_identity_mutualvpr: MutualVPR place-recognition descriptors (a torch.export archive)",
-            "vision",
-            ("torch",),
-            None,
-            "works, slowly",
-            "torch.export",
+        *(
+            BackendSpec(
+                name,
+                f"R2M scene_identity_{name}: {label} place-recognition descriptors (a torch.export archive)",
+                "vision",
+                ("torch",),
+                None,
+                "works, slowly",
+                "torch.export",
+            )
+            for name, label in (("boq", "BoQ"), ("mutualvpr", "MutualVPR"))
         ),
         BackendSpec(
             "judge",
@@ -105,6 +101,7 @@ BACKENDS: dict[str, BackendSpec] = {
             ("openai",),
             None,
             "a remote endpoint (--judge-url)",
+            "endpoint",
         ),
     )
 }
