@@ -34,6 +34,7 @@ class PairVideo:
     _embeddings: dict = field(default_factory=dict)
     _patches: dict = field(default_factory=dict)
     _matches: dict = field(default_factory=dict)
+    _objects: dict = field(default_factory=dict)
 
     def _load(self, name: str):
         from .backends import load
@@ -86,14 +87,16 @@ class PairVideo:
         """R2M ``object_consistency`` of each pair (see :func:`pair_metrics.object_score`): objects detected
         on frame a by segmenting under each point of a grid, followed to frame b, compared by features."""
         tracker = self._load(p["segmenter"])
-        out: list[float | None] = []
+        key = tuple(sorted(p.items()))
         for a, b in pairs:
+            if (a, b, key) in self._objects:  # a pair of several kinds is segmented once
+                continue
             fa, fb = self.frames[a], self.frames[b]
             masks = tracker.follow_points([fa, fb], pair_metrics.point_grid(*fa.shape[:2], p["grid"]))
             kept = pair_metrics.detected(masks[:, 0], p["min_area"], p["max_area"], p["overlap"])
             feats = self.patch_features([a, b], p["features"], p["short_side"])
-            out.append(pair_metrics.object_score(feats[a], feats[b], masks[kept, 0], masks[kept, 1]))
-        return out
+            self._objects[a, b, key] = pair_metrics.object_score(feats[a], feats[b], masks[kept, 0], masks[kept, 1])
+        return [self._objects[a, b, key] for a, b in pairs]
 
     def state_scores(self, pairs, p: dict) -> list[float | None]:
         """R2M ``persistent_state`` of each pair: the judge's score in [1, 5] (None where it failed)."""

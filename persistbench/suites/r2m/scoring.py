@@ -109,7 +109,6 @@ def backends_needed(protocol: Protocol, wanted: tuple[str, ...]) -> list[str]:
 
 def _unavailable(spec, params: dict, backends) -> str | None:
     """Why the backends of ``spec`` cannot run (one line), or None."""
-
     try:
         for name in spec.backends(params):
             check_backend(name, backends)
