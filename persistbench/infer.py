@@ -26,7 +26,7 @@ from .images import write_image
 from .layout import STATE_DIR, RunLayout
 from .models import BaseModel, ModelInput, ModelOutput, load_model, resolve
 from .names import remove_tree
-from .runs import RunRecord, case_record
+from .runs import RunRecord, case_complete
 from .suites import open_suite
 from .suites.base import CaseRef, Request, Suite
 from .timing import phase
@@ -219,7 +219,7 @@ def _write_case(run: RunLayout, subset, case_id, req: Request, frames, masks, pr
 
 
 def _predicted(key: tuple[str, str], run: RunLayout) -> bool:
-    return case_record(run, *key) is not None
+    return case_complete(run, *key)
 
 
 def start_run(opts: InferOptions, resume: bool, overwrite: bool) -> RunRecord:
