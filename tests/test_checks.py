@@ -22,7 +22,7 @@ from persistbench.errors import PersistbenchError
 from persistbench.suites.r2m import layout, synth
 from persistbench.suites.wrop import layout as wrop_layout
 from persistbench.suites.wrop import synth as wrop_synth
-from persistbench.tarindex import LocalFile, build_index
+from persistbench.tarindex import LocalFile, build_index, cached_index
 
 
 def run_cli(*args: object) -> subprocess.CompletedProcess:
@@ -276,6 +276,18 @@ def test_the_index_takes_member_sizes_from_pax_records_as_tarfile_does(tmp_path)
     assert want == members
     index = build_index(LocalFile(path), lambda name: None)
     assert {name: index.read(name) for name in index.members} == want
+
+
+def test_an_index_cached_before_pax_sizes_were_read_is_built_again(tmp_path):
+    path = tmp_path / "t.tar"
+    members = {"a/big.bin": b"x" * 3000, "a/after.txt": b"after"}
+    path.write_bytes(_set_header_size(_pax_tar(path, members, {"a/big.bin": {"size": "3000"}}), "a/big.bin", 7))
+    index = build_index(LocalFile(path), lambda name: None)
+    stale = [[m.name, m.offset, 7 if m.name == "a/big.bin" else m.size] for m in index.members.values()]
+    cache = tmp_path / "cache.json"
+    cache.write_text(json.dumps({"version": 1, "size": path.stat().st_size, "sha256": "a" * 64, "members": stale}))
+    again = cached_index(LocalFile(path), "a" * 64, lambda name: None, cache)
+    assert {name: again.read(name) for name in again.members} == members
 
 
 @pytest.mark.parametrize(
