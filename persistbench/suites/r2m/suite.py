@@ -202,8 +202,7 @@ class R2MBench(Suite):
             if not path.is_file():
                 raise PersistbenchError(f"{path}: no pair file for trajectory {case.subset} (--pairs)")
             data = pairs.check_pair_file(read_json(path), str(path), len(traj.poses))
-            meta = data.get("meta") if isinstance(data.get("meta"), dict) else {}
-            return {**data, "meta": {**meta, "key": self._pairs_source(case)}}
+            return {**data, "meta": {**data["meta"], "key": self._pairs_source(case)}}
         return pairs.build(traj, protocol.config["pairs"])
 
     def _pairs_source(self, case: R2MCase) -> str:
