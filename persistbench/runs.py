@@ -137,12 +137,21 @@ def case_complete(run: RunLayout, subset: str, case_id: str) -> bool:
     return True
 
 
+MAX_MODEL_TEXT = 4096  # a model's name as given to --model (a path, a module, a cmd: line)
+
+
 def read_run_info(run: RunLayout) -> dict | None:
     """``run.json`` as a dictionary (None when the folder has none: predictions made by another toolkit);
-    anything else is refused naming the file."""
+    anything else is refused naming the file. ``model`` (copied into every score) must be printable text of at
+    most :data:`MAX_MODEL_TEXT` characters and ``oracle`` a boolean, where present."""
     if not run.run_json.exists():
         return None
     info = read_json(run.run_json)
     if not isinstance(info, dict):
         raise PersistbenchError(f"{run.run_json}: must hold a JSON object")
+    model = info.get("model", "")
+    if not (isinstance(model, str) and len(model) <= MAX_MODEL_TEXT and model.isprintable()):
+        raise PersistbenchError(f"{run.run_json}: model: must be printable text of at most {MAX_MODEL_TEXT} characters")
+    if not isinstance(info.get("oracle", False), bool):
+        raise PersistbenchError(f"{run.run_json}: oracle: must be true or false")
     return info
