@@ -21,12 +21,12 @@ import numpy as np
 from . import __version__, sphere
 from .errors import PersistbenchError, UsageError
 from .executors import Executor, Job, RunResult, Selection, SerialExecutor
-from .files import check_writable, file_lock, read_json, sha256_file, write_json
+from .files import check_writable, file_lock, sha256_file, write_json
 from .images import write_image
 from .layout import STATE_DIR, RunLayout
 from .models import BaseModel, ModelInput, ModelOutput, load_model, resolve
 from .names import remove_tree
-from .runs import RunRecord, case_record
+from .runs import RunRecord, case_complete, read_run_info
 from .suites import open_suite
 from .suites.base import CaseRef, Request, Suite
 from .timing import phase
@@ -219,7 +219,7 @@ def _write_case(run: RunLayout, subset, case_id, req: Request, frames, masks, pr
 
 
 def _predicted(key: tuple[str, str], run: RunLayout) -> bool:
-    return case_record(run, *key) is not None
+    return case_complete(run, *key)
 
 
 def start_run(opts: InferOptions, resume: bool, overwrite: bool) -> RunRecord:
@@ -261,10 +261,7 @@ def _claim_run(run: RunLayout, info: RunRecord, resume: bool, overwrite: bool) -
                 else:
                     entry.unlink()
         elif resume:
-            data = read_json(run.run_json)
-            if not isinstance(data, dict):
-                raise PersistbenchError(f"{run.run_json}: must hold a JSON object")
-            old = RunRecord.from_json(data)
+            old = RunRecord.from_json(read_run_info(run))
             why = info.differs(old)
             if why:
                 raise PersistbenchError(f"{run.run_json}: --resume with {why}; use --overwrite or another --output")

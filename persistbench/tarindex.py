@@ -8,8 +8,10 @@ member as a byte range that ffmpeg decodes in place. The bytes come from a :clas
 local file, or an ``http(s)`` URL read through Range requests, so that a few samples of a remote
 tar cost a few requests, never the whole archive.
 
-An archive is untrusted input: every header's checksum is verified; links, devices and FIFOs are
-refused; every member name is checked by the caller's rule (``check(name)`` returns the problem
+An archive is untrusted input: every header's checksum is verified; PAX records that change a
+member are honoured as Python's tarfile and GNU tar honour them (``path``, ``size``) or refused
+(``linkpath``, sparse files, a global header that would change members), so the index holds the
+members the standard tools read; links, devices and FIFOs are refused; every member name is checked by the caller's rule (``check(name)`` returns the problem
 or None) before the index exists, so nothing outside the expected layout is ever read. The index
 can be cached as JSON next to the archive, keyed by the archive's size and sha256.
 """
@@ -33,7 +35,8 @@ BLOCK = 512
 CHUNK = 16 << 10  # a local file
 REMOTE_CHUNK = 8 << 10  # over a network, where each read is a request
 MAX_EXTENDED = 1 << 20  # a pax or GNU long-name header larger than this is refused
-INDEX_VERSION = 1
+INDEX_VERSION = 2  # 2: member sizes from PAX records (caches of version 1 may not have them)
+MAX_SIZE_DIGITS = 20
 _REGULAR, _DIRECTORY = (b"0", b"\0", b"7"), b"5"
 _PAX, _PAX_GLOBAL, _GNU_LONGNAME = b"x", b"g", b"L"
 _KINDS = {
@@ -195,22 +198,35 @@ def _checksum_ok(header: bytes) -> bool:
         return False
 
 
-def _pax_path(data: bytes, where: str) -> str | None:
-    """The ``path`` record of a pax extended header, if any."""
-    path, pos = None, 0
+def _pax_records(data: bytes, where: str) -> dict[str, str]:
+    """The records of a pax extended header, ``"<length> <key>=<value>\\n"`` each (the later of a key twice wins,
+    as in tarfile); anything else is refused."""
+    records, pos = {}, 0
     while pos < len(data):
         space = data.find(b" ", pos)
-        try:
-            length = int(data[pos:space])
-        except ValueError:
-            raise PersistbenchError(f"{where}: malformed pax header") from None
-        if length <= 0 or space < 0:
+        digits = data[pos:space] if space > pos else b""
+        if not (digits.isdigit() and len(digits) <= 7):
             raise PersistbenchError(f"{where}: malformed pax header")
-        key, _, value = data[space + 1 : pos + length - 1].partition(b"=")
-        if key == b"path":
-            path = value.decode("utf-8", "replace")
-        pos += length
-    return path
+        end = pos + int(digits)
+        key, eq, value = data[space + 1 : end - 1].partition(b"=")
+        if end > len(data) or data[end - 1 : end] != b"\n" or not eq or not key:
+            raise PersistbenchError(f"{where}: malformed pax header")
+        records[key.decode("utf-8", "replace")] = value.decode("utf-8", "replace")
+        pos = end
+    return records
+
+
+def _pax_changes(records: dict[str, str], where: str) -> tuple[str | None, int | None]:
+    """``(path, size)`` a local pax header gives its member (None where it gives none); records that would make
+    the member a link or a sparse file are refused."""
+    if "linkpath" in records:
+        raise PersistbenchError(f"{where}: pax linkpath record (a link target); refused")
+    if any(key.startswith("GNU.sparse.") for key in records):
+        raise PersistbenchError(f"{where}: pax records of a sparse file; refused")
+    size = records.get("size")
+    if size is not None and not (size.isascii() and size.isdigit() and len(size) <= MAX_SIZE_DIGITS):
+        raise PersistbenchError(f"{where}: pax size record {size[:40]!r} is not a byte count")
+    return records.get("path"), None if size is None else int(size)
 
 
 class _Reader:
@@ -234,6 +250,7 @@ def build_index(source: ByteSource, check: Callable[[str], str | None]) -> TarIn
     """
     reader, pos, members = _Reader(source), 0, {}
     long_name: str | None = None
+    pax_size: int | None = None  # from the pax header before the member, which overrides the header's field
     while True:
         header = reader.read(pos, BLOCK)
         if len(header) < BLOCK:
@@ -243,8 +260,10 @@ def build_index(source: ByteSource, check: Callable[[str], str | None]) -> TarIn
         where = f"{source.name}: header at byte {pos}"
         if not _checksum_ok(header):
             raise PersistbenchError(f"{where}: checksum mismatch (not a tar, or damaged)")
-        size = _octal(header[124:136], "size", where)
         kind = header[156:157]
+        size = _octal(header[124:136], "size", where)
+        if pax_size is not None and kind not in (_PAX, _GNU_LONGNAME, _PAX_GLOBAL):
+            size, pax_size = pax_size, None
         data_at = pos + BLOCK
         next_pos = data_at + (size + BLOCK - 1) // BLOCK * BLOCK
         if size < 0 or next_pos > source.size:
@@ -256,7 +275,10 @@ def build_index(source: ByteSource, check: Callable[[str], str | None]) -> TarIn
             if kind == _GNU_LONGNAME:
                 long_name = data.rstrip(b"\0").decode("utf-8", "replace")
             elif kind == _PAX:
-                long_name = _pax_path(data, where) or long_name
+                path, pax_size = _pax_changes(_pax_records(data, where), where)
+                long_name = path or long_name
+            elif {"path", "linkpath", "size"} & set(_pax_records(data, where)):  # tools differ in applying these
+                raise PersistbenchError(f"{where}: a global pax header that changes members; refused")
             pos = next_pos
             continue
         name = long_name
@@ -271,6 +293,8 @@ def build_index(source: ByteSource, check: Callable[[str], str | None]) -> TarIn
             raise PersistbenchError(f"{source.name}: member {name!r} is {_KINDS[kind]}; refused")
         if kind not in _REGULAR and kind != _DIRECTORY:
             raise PersistbenchError(f"{source.name}: member {name!r} has type {kind!r}; refused")
+        if kind == _DIRECTORY and size:  # tarfile skips no data after a directory, GNU tar does
+            raise PersistbenchError(f"{source.name}: directory {name!r} with {size} bytes of data; refused")
         problem = check(name.rstrip("/") if kind == _DIRECTORY else name)
         if problem:
             raise PersistbenchError(f"{source.name}: member {name!r}: {problem}; refused")

@@ -1,9 +1,17 @@
-"""Reading an R2M-Bench checkout (untrusted): its cases, prompts, images and trajectories, checked as read."""
+"""Reading an R2M-Bench checkout (untrusted): its cases, prompts, images and trajectories, checked as read.
+
+Links: every file and folder the reader uses is followed through links only to a target inside the
+checkout (:meth:`Checkout.confined`), so upstream's advice of making ``generated_imgs`` a link to the
+images works when they are in the checkout, and a link to anywhere else is refused naming it.
+"""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import os
+import re
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path, PurePosixPath
@@ -11,13 +19,26 @@ from pathlib import Path, PurePosixPath
 import numpy as np
 
 from ...errors import PersistbenchError
-from ...names import check_name, child
+from ...names import check_name, child, is_inside
 from . import layout
 
 MAX_FILE_BYTES = 64 << 20  # a 100,000-pose trajectory is ~40 MB of JSON
 MAX_POSES = 100_000
 MAX_CASES = 10_000
 MAX_PROMPT = 10_000
+MAX_PRINCIPAL = 8192.0  # pixels: a frame of at most 16384 a side
+MIN_PRINCIPAL = 1.0  # a frame of at least 2 x 2 pixels, which cropping and scaling can divide by
+_FRAME_KEY = re.compile(r"[0-9]{1,6}")  # ASCII digits: str.isdigit() also takes superscripts and other scripts
+
+
+def _unique_keys(path: Path, pairs: list[tuple[str, object]]) -> dict:
+    """A JSON object's pairs as a dictionary; a key given twice (the last would silently win) is refused."""
+    out: dict = {}
+    for key, value in pairs:
+        if key in out:
+            raise PersistbenchError(f"{path}: key {key!r} appears twice in one object")
+        out[key] = value
+    return out
 
 
 def _read_json(path: Path) -> object:
@@ -28,7 +49,7 @@ def _read_json(path: Path) -> object:
     if size > MAX_FILE_BYTES:
         raise PersistbenchError(f"{path}: {size} bytes, larger than the {MAX_FILE_BYTES >> 20} MiB allowed")
     try:
-        return json.loads(path.read_bytes())
+        return json.loads(path.read_bytes(), object_pairs_hook=functools.partial(_unique_keys, path))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise PersistbenchError(f"{path}: not JSON: {e}") from None
 
@@ -57,6 +78,20 @@ def _matrix(value: object, n: int, where: str) -> np.ndarray:
     return out
 
 
+def _check_k(k: np.ndarray, where: str) -> None:
+    """A pinhole ``K`` without skew, positive focal lengths, and a principal point that makes a usable frame."""
+    if not (k[0, 1] == 0 and k[1, 0] == 0 and np.array_equal(k[2], [0, 0, 1])):
+        raise PersistbenchError(f"{where}: K must be [[fx, 0, cx], [0, fy, cy], [0, 0, 1]], found {k.tolist()}")
+    if not (k[0, 0] > 0 and k[1, 1] > 0):
+        raise PersistbenchError(f"{where}: K needs positive focal lengths")
+    cx, cy = k[0, 2], k[1, 2]
+    if not (MIN_PRINCIPAL <= cx <= MAX_PRINCIPAL and MIN_PRINCIPAL <= cy <= MAX_PRINCIPAL):
+        raise PersistbenchError(
+            f"{where}: K's principal point ({cx:g}, {cy:g}) must lie in [{MIN_PRINCIPAL:g}, {MAX_PRINCIPAL:g}] "
+            "pixels (the frame K is for is 2cx x 2cy)"
+        )
+
+
 def read_trajectory(path: Path) -> Trajectory:
     """Poses in the order of their integer keys (the file's key order does not matter); every frame checked."""
     data = _read_json(path)
@@ -64,8 +99,8 @@ def read_trajectory(path: Path) -> Trajectory:
         raise PersistbenchError(f"{path}: must be an object of frame number -> {{extrinsic, K}}")
     if len(data) > MAX_POSES:
         raise PersistbenchError(f"{path}: {len(data)} poses, at most {MAX_POSES} allowed")
-    if not all(isinstance(key, str) and key.isdigit() and len(key) < 7 for key in data):
-        raise PersistbenchError(f"{path}: keys must be frame numbers")
+    if not all(_FRAME_KEY.fullmatch(key) for key in data):
+        raise PersistbenchError(f"{path}: keys must be frame numbers (ASCII digits)")
     keys = sorted(data, key=int)
     if [int(key) for key in keys] != list(range(len(keys))):
         raise PersistbenchError(f"{path}: frame numbers must be 0 to {len(keys) - 1} without gaps")
@@ -78,11 +113,12 @@ def read_trajectory(path: Path) -> Trajectory:
         r = pose[:3, :3]
         if not np.allclose(r @ r.T, np.eye(3), atol=1e-4) or not np.allclose(pose[3], [0, 0, 0, 1]):
             raise PersistbenchError(f"{path}: frame {key}: extrinsic is not a rigid camera-to-world transform")
+        if np.linalg.det(r) < 0:
+            raise PersistbenchError(f"{path}: frame {key}: extrinsic is a reflection (determinant -1), not a rotation")
         kk = _matrix(entry["K"], 3, f"{path}: frame {key}: K")
         if k is None:
             k = kk
-            if not (k[0, 0] > 0 and k[1, 1] > 0 and 0 < k[0, 2] <= 8192 and 0 < k[1, 2] <= 8192):
-                raise PersistbenchError(f"{path}: frame {key}: K needs positive focal lengths and principal point")
+            _check_k(k, f"{path}: frame {key}")
         elif not np.array_equal(kk, k):
             raise PersistbenchError(f"{path}: frame {key}: K differs from frame 0's (one camera per trajectory)")
         poses.append(pose)
@@ -118,6 +154,22 @@ class Checkout:
             raise PersistbenchError(f"{meta}: missing (not an R2M-Bench checkout)")
         return tuple(sorted(m.group(1) for p in meta.iterdir() if (m := layout.META_RE.match(p.name))))
 
+    def confined(self, path: Path) -> Path:
+        """``path`` when, links followed, it lies inside the root (missing is fine: reported when read); else one
+        line naming it and where it leads. Every file and folder of the checkout is used through this."""
+        if not is_inside(self.root, path):
+            raise PersistbenchError(
+                f"{path}: leads to {os.path.realpath(path)}, outside the checkout {self.root}; links in a checkout "
+                "must stay inside it"
+            )
+        return path
+
+    def meta_file(self, trajectory: str) -> Path:
+        return self.confined(layout.meta_path(self.root, trajectory))
+
+    def trajectory_file(self, trajectory: str) -> Path:
+        return self.confined(layout.trajectory_path(self.root, trajectory))
+
     def _image(self, value: object, where: str) -> Path:
         """The image a metadata entry names, inside the root; ``generated_imgs/`` also found as ``test_imgs/``."""
         if not isinstance(value, str):
@@ -127,7 +179,7 @@ class Checkout:
             raise PersistbenchError(f"{where}: image: {value!r} must be ./generated_imgs/<name> or ./test_imgs/<name>")
         name = check_name(parts[1], f"{where}: image")
         for folder in (parts[0], *layout.IMAGE_DIRS):
-            path = child(self.root, folder, name)
+            path = self.confined(child(self.root, folder, name))
             if path.is_file():
                 return path
         return child(self.root, layout.HUB_IMAGES, name)  # missing: reported when read, with the fetch command
@@ -135,7 +187,8 @@ class Checkout:
     def cases(self) -> list[R2MCase]:
         out: list[R2MCase] = []
         for t in self.trajectories:
-            path = layout.meta_path(self.root, t)
+            path = self.meta_file(t)
+            trajectory = self.trajectory_file(t)
             entries = _read_json(path)
             if not isinstance(entries, list) or len(entries) > MAX_CASES:
                 raise PersistbenchError(f"{path}: must be a list of at most {MAX_CASES} specs")
@@ -150,20 +203,20 @@ class Checkout:
                     raise PersistbenchError(f"{where}: prompt: must be text of at most {MAX_PROMPT} characters")
                 pose = e.get("pose_json_path")
                 expected = f"{layout.TRAJECTORY_DIR}/trajectory_{t}_30s.json"
-                if not isinstance(pose, str) or PurePosixPath(pose).as_posix().lstrip("./") != expected:
-                    raise PersistbenchError(f"{where}: pose_json_path: must be {expected}")
+                if not isinstance(pose, str) or "/".join(PurePosixPath(pose).parts) != expected:  # "./" dropped
+                    raise PersistbenchError(f"{where}: pose_json_path: must be {expected} (or ./{expected})")
                 case_id = check_name(Path(image.name).stem, f"{where}: image")
                 if case_id in seen:
                     raise PersistbenchError(f"{where}: image {case_id} listed twice")
                 seen.add(case_id)
-                out.append(R2MCase(t, case_id, image, prompt, layout.trajectory_path(self.root, t)))
+                out.append(R2MCase(t, case_id, image, prompt, trajectory))
         return sorted(out, key=lambda c: (c.subset, c.case_id))
 
     def fingerprint(self) -> str:
         """sha256 over the metadata and trajectory files (the images are checked by their own reads)."""
         h = hashlib.sha256()
         for t in self.trajectories:
-            for path in (layout.meta_path(self.root, t), layout.trajectory_path(self.root, t)):
+            for path in (self.meta_file(t), self.trajectory_file(t)):
                 h.update(f"{path.relative_to(self.root).as_posix()}\n".encode())
                 h.update(hashlib.sha256(path.read_bytes()).digest() if path.is_file() else b"missing")
         return h.hexdigest()

@@ -5,7 +5,7 @@ A dataset root is a checkout of R2M-Bench's repository plus its images::
     meta_data/data_single_<T>_100.json        [{"image", "prompt", "pose_json_path"}, ...]
     trajectories/trajectory_<T>_30s.json      {"0": {"extrinsic": 4x4, "K": 3x3}, ...}
     test_imgs/<id>.png                        the Hugging Face dataset's folder (GD-ML/R2MBench)
-    generated_imgs/<id>.png                   what the metadata names (upstream asks for a symlink)
+    generated_imgs/<id>.png                   what the metadata names (upstream asks for a symlink: one inside the checkout)
 
 Predictions: ``<run>/<T>/<id>.mp4`` or ``<run>/<T>/<id>/gen.mp4`` (upstream; ours adds
 ``<run>/<T>/<id>/case.json``). Pair files: ``<scores>/pairs/<T>.json``. Synthetic trees add

@@ -179,8 +179,15 @@ def build(trajectory: Trajectory, params: dict) -> dict:
     }
 
 
+MAX_META_BYTES = 64 << 10  # of a --pairs file's meta, as JSON
+
+
 def check_pair_file(data: object, where: str, n_frames: int) -> dict:
-    """A pair file from outside (``--pairs``): three lists of ``[a, b]`` frame numbers, ``0 <= a < b``."""
+    """A pair file from outside (``--pairs``): three lists of ``[a, b]`` frame numbers, ``0 <= a < b``, and an
+    optional ``meta`` object of at most :data:`MAX_META_BYTES` as JSON. Only these keys are returned (they are
+    what is copied into the scores); any other key is ignored."""
+    import json
+
     from ...errors import PersistbenchError
 
     if not isinstance(data, dict):
@@ -197,4 +204,7 @@ def check_pair_file(data: object, where: str, n_frames: int) -> dict:
             )
             if not ok or not 0 <= pair[0] < pair[1] < n_frames:
                 raise PersistbenchError(f"{where}: {kind}: {pair!r} is not a pair 0 <= a < b < {n_frames}")
-    return data
+    meta = data.get("meta", {})
+    if not isinstance(meta, dict) or len(json.dumps(meta)) > MAX_META_BYTES:
+        raise PersistbenchError(f"{where}: meta: must be an object of at most {MAX_META_BYTES >> 10} KiB as JSON")
+    return {"revisit": data["revisit"], "baseline": data["baseline"], "short": data["short"], "meta": meta}

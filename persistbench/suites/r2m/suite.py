@@ -50,6 +50,15 @@ def trajectory_of(case: R2MCase) -> Trajectory:
     return _trajectory(case.trajectory, st.st_mtime_ns, st.st_size)
 
 
+def conditioning_image(case: R2MCase) -> np.ndarray:
+    """The case's image ``(h, w, 3)`` uint8 RGB, decoded in full (a truncated file is refused), its size bounded
+    from the header first; what both ``verify`` and ``infer`` read."""
+    h, w = image_size(case.image)
+    if max(h, w) > MAX_IMAGE_SIDE:
+        raise PersistbenchError(f"{case.image}: {w}x{h}, larger than {MAX_IMAGE_SIDE} pixels a side")
+    return read_image(case.image)
+
+
 @dataclass(frozen=True)
 class VideoPrediction(Prediction):
     """A generated video (``files[0]``); its identity covers the video's bytes and the pairs it is scored on."""
@@ -102,14 +111,12 @@ class R2MBench(Suite):
             return [str(e)], 0
         for t in self.checkout.trajectories:
             try:
-                read_trajectory(layout.trajectory_path(self.root, t))
+                read_trajectory(self.checkout.trajectory_file(t))
             except PersistbenchError as e:
                 problems.append(str(e))
-        for c in cases:
+        for case in {c.image: c for c in cases}.values():  # each image once, whatever trajectories use it
             try:
-                h, w = image_size(c.image)
-                if max(h, w) > MAX_IMAGE_SIDE:
-                    problems.append(f"{c.image}: {w}x{h}, larger than {MAX_IMAGE_SIDE} pixels a side")
+                conditioning_image(case)
             except PersistbenchError as e:
                 problems.append(f"{e}; the images come with: persistbench fetch --suite r2m --output {self.root}")
         return problems, len(cases)
@@ -166,10 +173,8 @@ class R2MBench(Suite):
             raise PersistbenchError("R2M-Bench has no ground-truth video: an oracle model cannot run on it")
         case = self.case(ref)
         traj = trajectory_of(case)
-        h, w = image_size(case.image)
-        if max(h, w) > MAX_IMAGE_SIDE:
-            raise PersistbenchError(f"{case.image}: {w}x{h}, larger than {MAX_IMAGE_SIDE} pixels a side")
-        image = read_image(case.image)
+        image = conditioning_image(case)
+        h, w = image.shape[:2]
         out = target_size((h, w), resolution)
         frame = crop_resize(image, crop_box((h, w), resolution), out)
         cam = fit_camera(Camera(traj.k, *traj.size, traj.poses), crop_box(traj.size, out), out)
@@ -197,8 +202,7 @@ class R2MBench(Suite):
             if not path.is_file():
                 raise PersistbenchError(f"{path}: no pair file for trajectory {case.subset} (--pairs)")
             data = pairs.check_pair_file(read_json(path), str(path), len(traj.poses))
-            meta = data.get("meta") if isinstance(data.get("meta"), dict) else {}
-            return {**data, "meta": {**meta, "key": self._pairs_source(case)}}
+            return {**data, "meta": {**data["meta"], "key": self._pairs_source(case)}}
         return pairs.build(traj, protocol.config["pairs"])
 
     def _pairs_source(self, case: R2MCase) -> str:
