@@ -246,6 +246,16 @@ def _weights(ctx, param, values) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
+JUDGE_TIMEOUT = click.option(
+    "--judge-timeout",
+    type=click.FloatRange(1.0),
+    default=120.0,
+    show_default=True,
+    metavar="S",
+    help="The most one judgment may take, every request, retry and wait included.",
+)
+
+
 def backend_options(f):
     """``--device``, ``--allow-download``, ``--weights``, ``--batch-size`` and the judge's ``--judge-*``
     options, handed to the command as one ``backends`` (:class:`~persistbench.backends.BackendOptions`)."""
@@ -262,12 +272,22 @@ def backend_options(f):
         judge_key_env,
         judge_concurrency,
         judge_timeout,
+        judge_max_failures,
         **kw,
     ):
         from .backends import BackendOptions, JudgeOptions
 
         judge = (
-            JudgeOptions(judge_url, judge_model, judge_key_env, judge_concurrency, judge_timeout) if judge_url else None
+            JudgeOptions(
+                judge_url,
+                judge_model,
+                judge_key_env,
+                judge_concurrency,
+                judge_timeout,
+                max_failures=judge_max_failures,
+            )
+            if judge_url
+            else None
         )
         options = BackendOptions(device, weights, allow_download, batch_size, judge)
         return f(*args, backends=options, **kw)
@@ -310,7 +330,15 @@ def backend_options(f):
             help="The environment variable holding the endpoint's API key (never written anywhere).",
         ),
         click.option("--judge-concurrency", type=click.IntRange(1, 256), default=4, show_default=True),
-        click.option("--judge-timeout", type=click.FloatRange(1.0), default=120.0, show_default=True, metavar="S"),
+        JUDGE_TIMEOUT,
+        click.option(
+            "--judge-max-failures",
+            type=click.IntRange(0),
+            default=10,
+            show_default=True,
+            metavar="N",
+            help="Stop asking the judge after N judgments in a row failed (0: never); the rest fail at once, counted.",
+        ),
     ]
     for option in reversed(options):
         command = option(command)
@@ -739,6 +767,9 @@ def score(
     summary = result.value
     click.echo(RunLayout(Path(pred)).summary_md(summary["scores_dir"]).read_text(), nl=False)
     click.echo(f"scores: {RunLayout(Path(pred)).scores_dir(summary['scores_dir'])}")
+    failed = summary.get("failed_metrics") or {}  # requested, attempted, and without a value in any case
+    if failed:
+        raise click.ClickException("; ".join(f"{m} could not be computed: {why}" for m, why in failed.items()))
 
 
 @main.command()
