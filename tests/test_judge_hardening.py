@@ -224,7 +224,9 @@ def test_a_judge_that_keeps_failing_opens_the_circuit(tmp_path, monkeypatch):
 def test_a_slow_drip_judge_does_not_hang_score_and_is_reported(r2m_tree, r2m_run, tmp_path):
     run, _, dirname = r2m_run
     with DripServer() as server:
-        result = _score_r2m(tmp_path, r2m_tree, r2m_run, server.url, "--judge-timeout", "2", "--judge-max-failures", "3")
+        result = _score_r2m(
+            tmp_path, r2m_tree, r2m_run, server.url, "--judge-timeout", "2", "--judge-max-failures", "3"
+        )
     assert result.returncode == 1, result.stdout + result.stderr
     assert "Traceback" not in result.stderr and result.stderr.count("\n") == 1
     assert "persistent_state" in result.stderr and "timeout" in result.stderr
@@ -261,7 +263,9 @@ SCRIPTS = {
 def test_when_every_judgment_fails_score_says_why_and_exits_non_zero(r2m_tree, r2m_run, tmp_path, reason):
     run, _, dirname = r2m_run
     with JudgeServer(SCRIPTS[reason]) as server:
-        result = _score_r2m(tmp_path, r2m_tree, r2m_run, server.url, "--judge-max-failures", "0", "--judge-timeout", "3")
+        result = _score_r2m(
+            tmp_path, r2m_tree, r2m_run, server.url, "--judge-max-failures", "0", "--judge-timeout", "3"
+        )
     assert result.returncode == 1, result.stdout + result.stderr
     assert "Traceback" not in result.stderr and result.stderr.count("\n") == 1, result.stderr
     want = "invalid reply" if reason == "out of range" else reason

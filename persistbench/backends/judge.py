@@ -228,7 +228,9 @@ class Judge:
         try:
             obj = _json_body(self._exchange(deadline, lambda c: c.models.with_streaming_response.list()))
         except _Late:
-            raise JudgmentFailed(self.opts.model, "timeout", f"GET /models took over {self.opts.timeout_s:g} s") from None
+            raise JudgmentFailed(
+                self.opts.model, "timeout", f"GET /models took over {self.opts.timeout_s:g} s"
+            ) from None
         except BadReply as e:
             raise JudgmentFailed(self.opts.model, "invalid reply", str(e)) from None
         except Exception as e:
@@ -236,7 +238,9 @@ class Judge:
                 raise JudgmentFailed(self.opts.model, _reason(e), _short(e)) from None
             raise
         data = obj.get("data") if isinstance(obj, dict) else None
-        return [e for e in data if isinstance(e, dict) and isinstance(e.get("id"), str)] if isinstance(data, list) else []
+        return (
+            [e for e in data if isinstance(e, dict) and isinstance(e.get("id"), str)] if isinstance(data, list) else []
+        )
 
     def _exchange(self, deadline: float, open_stream: Callable) -> bytes:
         """The body of one request, the whole exchange cut off at ``deadline`` (``time.monotonic()``).
@@ -310,7 +314,9 @@ class Judge:
                 entry = read_json(path)
                 if entry["judge"] == identity:
                     raw = entry["raw"]
-                    return Answer(parse(extract_json(raw)), raw, True, {**identity, "answered_by": entry["answered_by"]})
+                    return Answer(
+                        parse(extract_json(raw)), raw, True, {**identity, "answered_by": entry["answered_by"]}
+                    )
             except (PersistbenchError, BadReply, KeyError, TypeError):
                 pass  # a damaged or stale entry: ask again
         with self._lock:

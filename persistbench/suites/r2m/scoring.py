@@ -225,7 +225,8 @@ def merge(new: dict, old: dict) -> dict:
 class R2MSummary:
     """``summary.json``'s body: NMR per trajectory and metric, per metric, per family, and Overall, with counts."""
 
-    trajectories: dict[str, dict[str, dict]]  # T -> metric -> {nmr, memory_gain, dynamic_range, valid, excluded, failed}
+    # T -> metric -> {nmr, memory_gain, dynamic_range, valid, excluded, failed}
+    trajectories: dict[str, dict[str, dict]]
     metrics: dict[str, dict]  # metric -> {nmr, trajectories, valid, excluded, failed}
     families: dict[str, dict]  # family -> {nmr, metrics, available}
     overall: float | None
@@ -248,7 +249,7 @@ def _mean(values: list[float]) -> float | None:
 
 def _failed(rel: dict) -> bool:
     """A video has no relative score for a metric because pair values of it failed (not for DR <= epsilon)."""
-    return rel["memory_gain"] is None and rel["failed"] > 0
+    return rel["memory_gain"] is None and rel.get("failed", 0) > 0
 
 
 def summarise(results: list[dict], trajectories: tuple[str, ...], epsilon: float, allow_partial: bool) -> R2MSummary:
@@ -314,7 +315,7 @@ def summarise(results: list[dict], trajectories: tuple[str, ...], epsilon: float
     judged = merge_tallies(list(tallies.values()))
     failed_metrics = {}
     for m in scored:
-        pair_values = [x for r in results if m in r["values"] for k in KINDS for x in r["values"][m][k]]
+        pair_values = [x for r in results if m in r["values"] for k in KINDS for x in r["values"][m].get(k, [])]
         if not pair_values or any(x is not None for x in pair_values):
             continue
         failed_metrics[m] = "no value in any video" + (
@@ -358,7 +359,9 @@ def tables(summary: dict) -> tuple[list[str], dict[str, str]]:
         for m in block["metrics"]:
             if m not in summary["metrics"]:
                 why = summary["unavailable"].get(m, "not scored")
-                lines.append(f"| {fam} | {m} | " + " | ".join("n/a" for _ in traj) + f" | unavailable: {why} | 0 | 0 | 0 |")
+                lines.append(
+                    f"| {fam} | {m} | " + " | ".join("n/a" for _ in traj) + f" | unavailable: {why} | 0 | 0 | 0 |"
+                )
                 continue
             cells = [_fmt(summary["trajectories"][t][m]["nmr"]) for t in traj]
             mm = summary["metrics"][m]
