@@ -246,6 +246,27 @@ def _weights(ctx, param, values) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
+JUDGE_URL = click.option("--judge-url", default=None, metavar="URL", help="An OpenAI-compatible endpoint (…/v1).")
+JUDGE_MODEL = click.option(
+    "--judge-model", default="Qwen/Qwen3.8-27B", show_default=True, help="The judge's model name at that endpoint."
+)
+JUDGE_KEY_ENV = click.option(
+    "--judge-key-env",
+    default="PERSISTBENCH_JUDGE_KEY",
+    show_default=True,
+    metavar="VAR",
+    help="The environment variable holding the endpoint's API key (never written anywhere).",
+)
+JUDGE_TIMEOUT = click.option(
+    "--judge-timeout",
+    type=click.FloatRange(1.0),
+    default=120.0,
+    show_default=True,
+    metavar="S",
+    help="The most one judgment may take, every request, retry and wait included.",
+)
+
+
 def backend_options(f):
     """``--device``, ``--allow-download``, ``--weights``, ``--batch-size`` and the judge's ``--judge-*``
     options, handed to the command as one ``backends`` (:class:`~persistbench.backends.BackendOptions`)."""
@@ -262,12 +283,22 @@ def backend_options(f):
         judge_key_env,
         judge_concurrency,
         judge_timeout,
+        judge_max_failures,
         **kw,
     ):
         from .backends import BackendOptions, JudgeOptions
 
         judge = (
-            JudgeOptions(judge_url, judge_model, judge_key_env, judge_concurrency, judge_timeout) if judge_url else None
+            JudgeOptions(
+                judge_url,
+                judge_model,
+                judge_key_env,
+                judge_concurrency,
+                judge_timeout,
+                max_failures=judge_max_failures,
+            )
+            if judge_url
+            else None
         )
         options = BackendOptions(device, weights, allow_download, batch_size, judge)
         return f(*args, backends=options, **kw)
@@ -295,22 +326,19 @@ def backend_options(f):
         click.option(
             "--batch-size", type=click.IntRange(1), default=8, show_default=True, help="Frames per forward pass."
         ),
-        click.option("--judge-url", default=None, metavar="URL", help="An OpenAI-compatible endpoint (…/v1)."),
-        click.option(
-            "--judge-model",
-            default="Qwen/Qwen3.8-27B",
-            show_default=True,
-            help="The judge's model name at that endpoint.",
-        ),
-        click.option(
-            "--judge-key-env",
-            default="PERSISTBENCH_JUDGE_KEY",
-            show_default=True,
-            metavar="VAR",
-            help="The environment variable holding the endpoint's API key (never written anywhere).",
-        ),
+        JUDGE_URL,
+        JUDGE_MODEL,
+        JUDGE_KEY_ENV,
         click.option("--judge-concurrency", type=click.IntRange(1, 256), default=4, show_default=True),
-        click.option("--judge-timeout", type=click.FloatRange(1.0), default=120.0, show_default=True, metavar="S"),
+        JUDGE_TIMEOUT,
+        click.option(
+            "--judge-max-failures",
+            type=click.IntRange(0),
+            default=10,
+            show_default=True,
+            metavar="N",
+            help="Stop asking the judge after N judgments in a row failed (0: never); the rest fail at once, counted.",
+        ),
     ]
     for option in reversed(options):
         command = option(command)
@@ -739,6 +767,9 @@ def score(
     summary = result.value
     click.echo(RunLayout(Path(pred)).summary_md(summary["scores_dir"]).read_text(), nl=False)
     click.echo(f"scores: {RunLayout(Path(pred)).scores_dir(summary['scores_dir'])}")
+    failed = summary.get("failed_metrics") or {}  # requested, attempted, and without a value in any case
+    if failed:
+        raise click.ClickException("; ".join(f"{m} could not be computed: {why}" for m, why in failed.items()))
 
 
 @main.command()
@@ -860,17 +891,25 @@ def fetch(
 @click.option("--cache", default=DEFAULT_CACHE, show_default=True, type=click.Path(file_okay=False))
 @output_option("Where the commands will write (checked for write access).", default=".")
 @click.option("--lpips-weights", default=None, type=click.Path(dir_okay=False))
-def doctor(wanted, cache, output, lpips_weights) -> None:
-    """Check Python, packages, ffmpeg, yt-dlp, a JavaScript runtime, torch/lpips and their weights, CUDA, write access.
+@JUDGE_URL
+@JUDGE_MODEL
+@JUDGE_KEY_ENV
+@JUDGE_TIMEOUT
+def doctor(wanted, cache, output, lpips_weights, judge_url, judge_model, judge_key_env, judge_timeout) -> None:
+    """Check Python, packages, ffmpeg, yt-dlp, a JavaScript runtime, torch/lpips and their weights, CUDA, write
+    access; with --judge-url, the judge's endpoint (the models it lists, one tiny request and its time).
 
     \b
     Examples:
       persistbench doctor
       persistbench doctor --for score
+      persistbench doctor --for score --judge-url http://localhost:8000/v1 --judge-model Qwen/Qwen3.8-27B
     """
+    from .backends import JudgeOptions
     from .doctor import failing, run_checks
 
-    checks = run_checks(cache, output, lpips_weights)
+    judge = JudgeOptions(judge_url, judge_model, judge_key_env, timeout_s=judge_timeout) if judge_url else None
+    checks = run_checks(cache, output, lpips_weights, judge)
     bad = failing(checks, wanted)
     width = max(len(c.name) for c in checks)
     for c in checks:

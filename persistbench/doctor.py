@@ -3,6 +3,9 @@
 Each :class:`Check` says ok or missing, what was found (a version, a path) and
 the fix. ``needed_for`` names the commands that cannot work without it; the
 exit code is non-zero when a check needed by the requested commands fails.
+With a judge (``--judge-url``), its endpoint is checked before a long run: the
+models it lists, and one tiny request (a 16 x 16 image, a one-line JSON
+question) with the time it took, each within the judge's timeout.
 """
 
 from __future__ import annotations
@@ -95,15 +98,15 @@ def _lpips(weights: str | None) -> list[Check]:
     return checks
 
 
-def _backends() -> list[Check]:
+def _backends(judge=None) -> list[Check]:
     """Each model backend (optional): whether its package imports and its weights are in the Hugging Face cache
-    (nothing is downloaded or loaded)."""
+    (nothing is downloaded or loaded); the judge's endpoint is checked by :func:`_judge_endpoint`."""
     from .backends import BACKENDS, BackendOptions, BackendUnavailable, check_backend
 
     out = []
     for name, spec in BACKENDS.items():
         try:
-            check_backend(name, BackendOptions())
+            check_backend(name, BackendOptions(judge=judge))
             ok, detail, fix = True, spec.repo or "", ""
         except BackendUnavailable as e:
             ok, detail = False, str(e)
@@ -114,6 +117,54 @@ def _backends() -> list[Check]:
             ok, detail, fix = True, "pass --judge-url URL to score (an OpenAI-compatible endpoint)", ""
         out.append(Check(f"backend {name}", ok, f"{detail} [{spec.role}; CPU: {spec.cpu}]", fix))
     return out
+
+
+def _judge_endpoint(opts) -> list[Check]:
+    """The judge's listing (is ``opts.model`` among the models it serves?) and one tiny judgment, timed."""
+    import time
+    from dataclasses import replace
+
+    import numpy as np
+
+    from .backends import BACKENDS as specs
+    from .backends import BackendUnavailable, require
+
+    needed = frozenset({"score"})
+    try:
+        require(specs["judge"])
+    except BackendUnavailable as e:
+        return [Check("judge endpoint", False, str(e), "pip install 'persistbench[judge]'", needed)]
+    from .backends.judge import Judge, JudgmentFailed, Request
+
+    judge = Judge(replace(opts, retries=0, max_failures=0), cache=False)
+    where = judge.provenance()["judge_url"]
+    start = time.monotonic()
+    try:
+        listed = judge.models()
+        took = time.monotonic() - start
+        ok = opts.model in listed
+        detail = f"{where} lists {', '.join(listed) or 'no models'} ({took:.2f} s)"
+        listing = Check(
+            "judge endpoint",
+            ok,
+            detail if ok else f"{detail}; {opts.model} is not among them",
+            "" if ok else "pass --judge-model with one of the models listed",
+            needed,
+        )
+    except JudgmentFailed as e:  # some endpoints have no listing: the request below still says whether it works
+        listing = Check("judge endpoint", True, f"{where}: no model listing ({e})")
+    question = Request('Reply with the JSON object {"ok": true} and nothing else.', (np.zeros((16, 16, 3), np.uint8),))
+    start = time.monotonic()
+    try:
+        answer = judge.ask(replace(question, max_tokens=256), lambda obj: obj)
+    except JudgmentFailed as e:
+        fix = "check --judge-url, the key in $" + opts.key_env + " and --judge-timeout"
+        request = Check("judge request", False, f"{e} after {time.monotonic() - start:.2f} s", fix, needed)
+    else:
+        by = answer.judge.get("answered_by") or opts.model
+        detail = f"{by} answered in {time.monotonic() - start:.2f} s: {answer.raw.strip()[:60]!r}"
+        request = Check("judge request", True, detail, "", needed)
+    return [listing, request]
 
 
 def _writable(label: str, directory: Path, needed_for: set[str]) -> Check:
@@ -129,9 +180,13 @@ def _writable(label: str, directory: Path, needed_for: set[str]) -> Check:
 
 
 def run_checks(
-    cache: str | os.PathLike = "cache", output: str | os.PathLike = ".", lpips_weights: str | None = None
+    cache: str | os.PathLike = "cache",
+    output: str | os.PathLike = ".",
+    lpips_weights: str | None = None,
+    judge=None,
 ) -> list[Check]:
-    """Every check, in a fixed order."""
+    """Every check, in a fixed order; ``judge`` (a :class:`~persistbench.backends.JudgeOptions`) adds its
+    endpoint's."""
     py = sys.version_info
     checks = [
         Check(
@@ -157,7 +212,8 @@ def run_checks(
     checks += _lpips(lpips_weights)
     checks.append(_package("matplotlib", {"report", "demo"}, 'pip install -e ".[report]"'))
     checks.append(_package("ray", set(), "pip install 'persistbench[ray]' (only for --executor ray)"))
-    checks += _backends()
+    checks += _backends(judge)
+    checks += _judge_endpoint(judge) if judge is not None else []
     checks.append(_writable("cache directory", Path(cache), {"download", "demo"}))
     checks.append(_writable("output directory", Path(output), set(COMMANDS)))
     return checks

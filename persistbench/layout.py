@@ -311,7 +311,7 @@ def user_cache(*parts: str) -> Path:
 
 
 def judge_answer(digest: str) -> Path:
-    """The cached answer of one judge request (``digest``: sha256 of model, prompt and images)."""
+    """The cached answer of one judge request (``digest``: ``backends.judge.request_digest``)."""
     return user_cache("judge", digest[:2], f"{digest}.json")
 
 

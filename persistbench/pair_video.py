@@ -35,6 +35,7 @@ class PairVideo:
     _patches: dict = field(default_factory=dict)
     _matches: dict = field(default_factory=dict)
     _objects: dict = field(default_factory=dict)
+    judgments: list = field(default_factory=list)  # every judge Answer or JudgmentFailed, in order asked
 
     def _load(self, name: str):
         from .backends import load
@@ -113,6 +114,7 @@ class PairVideo:
             for a, b in pairs
         ]
         answers = judge.ask_many(reqs, [parse_state] * len(reqs))
+        self.judgments += answers
         return [None if isinstance(x, JudgmentFailed) else float(x.value) for x in answers]
 
 

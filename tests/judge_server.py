@@ -1,8 +1,9 @@
 """A loopback OpenAI-compatible chat endpoint with scripted replies, for the judge's tests.
 
 ``script`` is a function of (request number, the request's JSON) returning ``(status, body, headers)``:
-a completion made by :func:`completion`, an error body, or anything else. Every request is recorded
-(its headers too, to check that the key is sent and where).
+a completion made by :func:`completion`, an error body, or anything else (``bytes`` are sent as they
+are). Every request is recorded (its headers too, to check that the key is sent and where).
+``models`` is what ``GET /v1/models`` lists (``None``: 404, as on a server without the listing).
 """
 
 from __future__ import annotations
@@ -58,8 +59,9 @@ def state(request: dict) -> tuple[int, dict, dict]:
 
 
 class JudgeServer:
-    def __init__(self, script):
+    def __init__(self, script, models: list[dict] | None = None):
         self.script, self.requests, self.headers = script, [], []
+        self.models, self.listings = models, 0
         self.lock = threading.Lock()
         server = self
 
@@ -74,7 +76,18 @@ class JudgeServer:
                     server.requests.append(body)
                     server.headers.append({k.lower(): v for k, v in self.headers.items()})
                 status, reply, headers = server.script(n, body)
-                data = json.dumps(reply).encode()
+                self._reply(status, reply, headers)
+
+            def do_GET(self):
+                with server.lock:
+                    server.listings += 1
+                if self.path.rstrip("/").endswith("/models") and server.models is not None:
+                    self._reply(200, {"object": "list", "data": server.models}, {})
+                else:
+                    self._reply(404, {"error": {"message": "not found"}}, {})
+
+            def _reply(self, status, reply, headers):
+                data = reply if isinstance(reply, bytes) else json.dumps(reply).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))

@@ -295,9 +295,12 @@ def test_paper_v3_scores_a_run_with_every_backend(oracle_run, checkpoints, tmp_p
     run = RunLayout(oracle_run)
     with JudgeServer(lambda n, body: completion(None, refusal="no")) as broken:
         result = _score(oracle_run, checkpoints, broken.url)
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # a requested metric has no value in any case
+    assert "object_permanence could not be computed" in result.output and "refusal: " in result.output
     summary = json.loads(run.summary_json("paper-v3").read_text())
     assert summary["judge_failures"] == 2 and summary["valid_counts"]["object_permanence_visible"] == 0
+    assert "refusal" in summary["judge_failure_reasons"]  # then "circuit open", after 10 in a row
+    assert list(summary["failed_metrics"]) == ["object_permanence"]
     assert summary["valid_counts"]["motion_continuity_visible"] == 2  # the other scores stand
 
     with JudgeServer(lambda n, body: seen(body)) as server:
@@ -309,7 +312,9 @@ def test_paper_v3_scores_a_run_with_every_backend(oracle_run, checkpoints, tmp_p
         assert summary["judge_failures"] == 0
         for key in ("object_permanence_visible", "motion_continuity_visible", "appearance_preservation_visible"):
             assert summary["valid_counts"][key] == 2 and summary["averages"][key] is not None, key
-        assert summary["backends"]["judge"] == [{"judge_model": "judge-x", "judge_url": server.url}]
+        assert summary["backends"]["judge"] == [
+            {"judge_model": "judge-x", "judge_url": server.url, "served_model": None}
+        ]
         assert (
             summary["backends"]["sam2"][0]["sha256"]
             == resolve(BACKENDS["sam2"], str(checkpoints["sam2"]), False).sha256
@@ -587,7 +592,9 @@ def test_r2m_every_family_scores_with_its_backends(r2m_tree, checkpoints, tmp_pa
         assert summary["overall"] is not None and summary["unavailable"] == {}
         sha = resolve(BACKENDS["sam2"], str(checkpoints["sam2"]), False).sha256
         assert summary["backends"]["sam2"][0]["sha256"] == sha
-        assert summary["backends"]["judge"] == [{"judge_model": "judge-x", "judge_url": server.url}]
+        assert summary["backends"]["judge"] == [
+            {"judge_model": "judge-x", "judge_url": server.url, "served_model": None}
+        ]
         assert "Backend judge" in run.summary_md(dirname).read_text()
         record = json.loads(next(run.scores_dir(dirname).glob("*/*.json")).read_text())
         states = [v for k in ("revisit", "baseline", "short") for v in record["values"]["persistent_state"][k]]

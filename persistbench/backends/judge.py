@@ -1,15 +1,29 @@
 """A vision-language judge behind any OpenAI-compatible chat endpoint, asked strictly and cached.
 
 A request is a prompt and images; its reply must be one JSON object (bare, in ``<answer>`` tags or
-in a fenced block) that the caller's ``parse`` accepts. Handled, each as a failed judgment (an
-exception, never a number): a truncated reply (``finish_reason`` "length"), a refusal (the
-``refusal`` field, or a reply without a JSON object), a value out of range or of the wrong type
-(``parse`` raises :class:`BadReply`), an empty reply. Invalid replies are asked again up to
-``attempts`` times in all (the public toolkit's rule); 429, 5xx, timeouts and refused connections
-are retried ``JudgeOptions.retries`` times with exponential backoff (``Retry-After`` wins). At most
-``concurrency`` requests are in flight. Answers that parse are cached on disk by the sha256 of
-(model, sampling settings, prompt, images), so a re-run asks nothing again. The API key is read
-from the environment variable ``key_env`` and is written nowhere.
+in a fenced block) that the caller's ``parse`` accepts. Handled, each as a failed judgment (a
+:class:`JudgmentFailed` with a short ``reason`` for counting, never a number): a truncated reply
+(``finish_reason`` "length"), a refusal (the ``refusal`` field), an empty reply, and invalid replies:
+an HTTP body that is not a completion (not JSON, not an object, no choices, over 8 MiB), a reply
+without a JSON object, a value out of range or of the wrong type (``parse`` raises
+:class:`BadReply`). Invalid replies are asked again up to 3 times in all (the public toolkit's
+rule); 429, 5xx, timeouts and refused connections are retried ``JudgeOptions.retries`` times with
+exponential backoff (``Retry-After`` wins).
+
+Time: ``JudgeOptions.timeout_s`` bounds a whole judgment, every attempt and wait included, and each
+request gets what is left of it as a bound on the whole exchange (connection to last byte): the
+HTTP client's own timeouts are per read, so a server that drips a byte a second would hold it
+forever. After ``max_failures`` judgments in a row failed, the judge is not asked again in this
+process (the circuit opens; each further judgment fails at once, reason "circuit open"), so a judge
+that keeps failing costs a run about ``max_failures / concurrency + 1`` timeouts.
+
+At most ``concurrency`` requests are in flight. Answers that parse are cached on disk by the sha256
+of (the endpoint's identity, sampling settings, prompt, images), so a re-run asks nothing again and
+another judge is never credited with an answer it did not give. The identity is the URL without
+credentials or query, the model asked for, and what ``GET /models`` reports serving under that name
+(vLLM's checkpoint ``root``, else the id; None when the server lists nothing). Every answer says
+which judge gave it (:attr:`Answer.judge`). The API key is read from the environment variable
+``key_env`` and is written nowhere.
 """
 
 from __future__ import annotations
@@ -19,7 +33,9 @@ import hashlib
 import json
 import os
 import re
+import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -32,6 +48,8 @@ from ..layout import judge_answer
 from . import JudgeOptions
 
 SYSTEM_PROMPT = "You are a helpful assistant."
+MAX_REPLY_BYTES = 8 << 20  # an HTTP body larger than this is an invalid reply, not read further
+ATTEMPTS = 3  # invalid replies: asked again up to this many times in all (the public toolkit's rule)
 
 
 def prompt_template(name: str) -> str:
@@ -46,7 +64,14 @@ class BadReply(ValueError):
 
 
 class JudgmentFailed(PersistbenchError):
-    """A judgment that could not be obtained (after the retries); counted, never scored."""
+    """A judgment that could not be obtained (after the retries); counted, never scored.
+
+    ``reason`` is a short class for counting ("timeout", "unreachable", "HTTP 500", "refusal",
+    "truncated", "empty reply", "invalid reply", "circuit open"); the message adds the details."""
+
+    def __init__(self, model: str, reason: str, detail: str = ""):
+        super().__init__(f"judge {model}: {reason}" + (f" ({detail})" if detail else ""))
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -65,6 +90,7 @@ class Answer:
     value: object  # what ``parse`` returned
     raw: str  # the reply's text
     cached: bool
+    judge: dict  # who gave it: the endpoint's identity and ``answered_by``, the model its reply named
 
 
 def png(image: np.ndarray) -> bytes:
@@ -77,10 +103,11 @@ def png(image: np.ndarray) -> bytes:
     return buf.tobytes()
 
 
-def request_digest(model: str, req: Request) -> str:
-    """The cache key: sha256 of the model, the sampling settings, the prompt and each image's PNG sha256."""
+def request_digest(identity: dict, req: Request) -> str:
+    """The cache key: sha256 of the endpoint's identity (:meth:`Judge.identity`), the sampling settings, the
+    prompt and each image's PNG sha256."""
     body = {
-        "model": model,
+        "judge": identity,
         "temperature": req.temperature,
         "max_tokens": req.max_tokens,
         "enable_thinking": req.enable_thinking,
@@ -115,13 +142,39 @@ def extract_json(text: str) -> dict:
     return obj
 
 
+def _json_body(body: bytes) -> object:
+    try:
+        return json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise BadReply(f"the HTTP body is not JSON: {body[:80]!r}") from None
+
+
+def completion_of(body: bytes) -> tuple[dict, str | None]:
+    """The first choice of a chat completion's HTTP body and the model the body names; :class:`BadReply`
+    when the body is not a completion (untrusted bytes: every field's type is checked)."""
+    obj = _json_body(body)
+    choices = obj.get("choices") if isinstance(obj, dict) else None
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise BadReply(f"the HTTP body is not a chat completion (no choices): {body[:80]!r}")
+    choice = choices[0]
+    if not isinstance(choice.get("message"), dict):
+        raise BadReply(f"the completion's choice has no message: {body[:80]!r}")
+    model = obj.get("model")
+    return choice, model if isinstance(model, str) else None
+
+
+class _Late(Exception):
+    """A request's deadline passed."""
+
+
 class Judge:
     """The client; :meth:`ask_many` asks several questions at once, at most ``concurrency`` in flight."""
 
     def __init__(self, opts: JudgeOptions, cache: bool = True):
+        import httpx2  # the pinned openai's HTTP client: its transport errors while a body streams
         import openai
 
-        self.opts, self.cache, self.openai = opts, cache, openai
+        self.opts, self.cache, self.openai, self.httpx = opts, cache, openai, httpx2
         self.client = openai.OpenAI(
             base_url=opts.url,
             api_key=os.environ.get(opts.key_env) or "EMPTY",
@@ -129,9 +182,111 @@ class Judge:
             max_retries=0,  # retried here, where they are counted
         )
         self.requests = 0  # HTTP requests sent (retries included)
+        self._lock = threading.Lock()
+        self._identity: dict | None = None
+        self._models: list[str] | str | None = None  # the ids GET /models listed, or why it could not
+        self._failed_in_a_row, self._last_failure = 0, ""
+
+    # ------------------------------------------------------------ the endpoint
+
+    def identity(self) -> dict:
+        """Who answers (the cache key's first part): ``judge_url`` (no credentials, no query), ``judge_model``
+        (asked for) and ``served_model`` (what ``GET /models`` reports for it: vLLM's ``root``, else its id;
+        None when unlisted). Asked once per judge, within ``timeout_s``."""
+        with self._lock:
+            if self._identity is None:
+                served = None
+                try:
+                    listed = self._listing()
+                    self._models = [e["id"] for e in listed]
+                    entry = next((e for e in listed if e["id"] == self.opts.model), None)
+                    if entry is not None:
+                        root = entry.get("root")
+                        served = root if isinstance(root, str) and root else entry["id"]
+                except JudgmentFailed as e:
+                    self._models = str(e)
+                self._identity = {
+                    "judge_url": _without_credentials(self.opts.url),
+                    "judge_model": self.opts.model,
+                    "served_model": served,
+                }
+            return self._identity
 
     def provenance(self) -> dict:
-        return {"judge_model": self.opts.model, "judge_url": _without_credentials(self.opts.url)}
+        return dict(self.identity())
+
+    def models(self) -> list[str]:
+        """The model ids the endpoint lists; raises :class:`JudgmentFailed` when it could not be listed."""
+        self.identity()
+        if isinstance(self._models, str):
+            raise JudgmentFailed(self.opts.model, "no model listing", self._models)
+        return list(self._models or [])
+
+    def _listing(self) -> list[dict]:
+        """``GET /models``' entries that have a string ``id``."""
+        deadline = time.monotonic() + self.opts.timeout_s
+        try:
+            obj = _json_body(self._exchange(deadline, lambda c: c.models.with_streaming_response.list()))
+        except _Late:
+            raise JudgmentFailed(
+                self.opts.model, "timeout", f"GET /models took over {self.opts.timeout_s:g} s"
+            ) from None
+        except BadReply as e:
+            raise JudgmentFailed(self.opts.model, "invalid reply", str(e)) from None
+        except Exception as e:
+            if self._transient(e) or isinstance(e, self.openai.APIError):
+                raise JudgmentFailed(self.opts.model, _reason(e), _short(e)) from None
+            raise
+        data = obj.get("data") if isinstance(obj, dict) else None
+        return (
+            [e for e in data if isinstance(e, dict) and isinstance(e.get("id"), str)] if isinstance(data, list) else []
+        )
+
+    def _exchange(self, deadline: float, open_stream: Callable) -> bytes:
+        """The body of one request, the whole exchange cut off at ``deadline`` (``time.monotonic()``).
+
+        ``open_stream(client)`` opens a streamed response on a client of the request's own, in a worker
+        thread; at the deadline that client is closed (its worker then ends at its next read, within the
+        client's per-read timeout) and :class:`_Late` is raised. Bodies over :data:`MAX_REPLY_BYTES` are
+        :class:`BadReply`."""
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise _Late
+        http = self.openai.DefaultHttpxClient()
+        client = self.client.with_options(http_client=http, timeout=remaining)
+        box: dict = {}
+        finished = threading.Event()
+
+        def run() -> None:
+            try:
+                with open_stream(client) as response:
+                    chunks, size = [], 0
+                    for chunk in response.iter_bytes():
+                        size += len(chunk)
+                        if size > MAX_REPLY_BYTES:
+                            raise BadReply(f"the HTTP body is over {MAX_REPLY_BYTES >> 20} MiB")
+                        chunks.append(chunk)
+                    box["body"] = b"".join(chunks)
+            except BaseException as e:  # handed to the waiting thread
+                box["error"] = e
+            finally:
+                finished.set()
+
+        threading.Thread(target=run, name="judge-request", daemon=True).start()
+        done = finished.wait(remaining)
+        http.close()
+        if not done:
+            raise _Late
+        if "error" in box:
+            raise box["error"]
+        return box["body"]
+
+    def _transient(self, e: Exception) -> bool:
+        oa = self.openai
+        transient = (oa.RateLimitError, oa.InternalServerError, oa.APITimeoutError, oa.APIConnectionError)
+        return isinstance(e, transient) or isinstance(e, self.httpx.TransportError)
+
+    # ------------------------------------------------------------ judgments
 
     def ask_many(
         self, reqs: Sequence[Request], parsers: Sequence[Callable[[dict], object]]
@@ -151,27 +306,50 @@ class Judge:
             return list(pool.map(one, range(len(reqs))))
 
     def ask(self, req: Request, parse: Callable[[dict], object]) -> Answer:
-        """One judgment (cached); raises :class:`JudgmentFailed`."""
-        digest = request_digest(self.opts.model, req)
-        path = judge_answer(digest)
+        """One judgment (cached), within ``timeout_s``; raises :class:`JudgmentFailed`."""
+        identity = self.identity()
+        path = judge_answer(request_digest(identity, req))
         if self.cache and path.is_file():
             try:
-                raw = read_json(path)["raw"]
-                return Answer(parse(extract_json(raw)), raw, True)
+                entry = read_json(path)
+                if entry["judge"] == identity:
+                    raw = entry["raw"]
+                    return Answer(
+                        parse(extract_json(raw)), raw, True, {**identity, "answered_by": entry["answered_by"]}
+                    )
             except (PersistbenchError, BadReply, KeyError, TypeError):
                 pass  # a damaged or stale entry: ask again
+        with self._lock:
+            if self.opts.max_failures and self._failed_in_a_row >= self.opts.max_failures:
+                raise JudgmentFailed(
+                    self.opts.model,
+                    "circuit open",
+                    f"{self._failed_in_a_row} judgments in a row failed, the last: {self._last_failure}; "
+                    "no more are asked in this run",
+                )
+        try:
+            raw, answered_by, value = self._judgment(req, parse, time.monotonic() + self.opts.timeout_s)
+        except JudgmentFailed as e:
+            with self._lock:
+                self._failed_in_a_row += 1
+                self._last_failure = e.reason
+            raise
+        with self._lock:
+            self._failed_in_a_row = 0
+        if self.cache:
+            write_json(path, {"judge": identity, "answered_by": answered_by, "raw": raw})
+        return Answer(value, raw, False, {**identity, "answered_by": answered_by})
+
+    def _judgment(self, req: Request, parse: Callable[[dict], object], deadline: float):
+        """(reply text, the model it names, the parsed value): invalid replies asked again, all by ``deadline``."""
         problem = "no attempt"
-        for _ in range(3):
-            raw = self._send(req)
+        for _ in range(ATTEMPTS):
             try:
-                value = parse(extract_json(raw))
+                raw, answered_by = self._send(req, deadline)
+                return raw, answered_by, parse(extract_json(raw))
             except BadReply as e:
-                problem = f"{e}: {raw[:80]!r}"
-                continue
-            if self.cache:
-                write_json(path, {"model": self.opts.model, "raw": raw})
-            return Answer(value, raw, False)
-        raise JudgmentFailed(f"judge {self.opts.model}: no valid reply after 3 attempts ({problem})")
+                problem = str(e)[:160]
+        raise JudgmentFailed(self.opts.model, "invalid reply", f"no valid reply after {ATTEMPTS} attempts: {problem}")
 
     def _messages(self, req: Request) -> list[dict]:
         content = [
@@ -183,42 +361,101 @@ class Judge:
             {"role": "user", "content": [*content, {"type": "text", "text": req.prompt}]},
         ]
 
-    def _send(self, req: Request) -> str:
-        """The text of one completion; transient errors retried with backoff, the others raised as failures."""
-        oa = self.openai
-        wait = self.opts.backoff_s
+    def _send(self, req: Request, deadline: float) -> tuple[str, str | None]:
+        """The text of one completion and the model it names; transient errors retried with backoff until
+        ``deadline``; :class:`BadReply` for a body that is not a completion; the other failures raised."""
+        model, wait = self.opts.model, self.opts.backoff_s
+        messages = self._messages(req)
+
+        def open_stream(client):
+            return client.chat.completions.with_streaming_response.create(
+                model=model,
+                messages=messages,
+                temperature=req.temperature,
+                max_tokens=req.max_tokens,
+                extra_body={"chat_template_kwargs": {"enable_thinking": req.enable_thinking}},
+            )
+
         for attempt in range(self.opts.retries + 1):
-            self.requests += 1
+            with self._lock:
+                self.requests += 1
             try:
-                done = self.client.chat.completions.create(
-                    model=self.opts.model,
-                    messages=self._messages(req),
-                    temperature=req.temperature,
-                    max_tokens=req.max_tokens,
-                    extra_body={"chat_template_kwargs": {"enable_thinking": req.enable_thinking}},
-                )
-            except (oa.RateLimitError, oa.InternalServerError, oa.APITimeoutError, oa.APIConnectionError) as e:
-                if attempt == self.opts.retries:
-                    raise JudgmentFailed(
-                        f"judge {self.opts.model}: {_short(e)} (after {attempt + 1} attempts)"
-                    ) from None
-                time.sleep(_retry_after(e) or wait)
+                body = self._exchange(deadline, open_stream)
+            except _Late:
+                raise JudgmentFailed(
+                    model, "timeout", f"no reply within the {self.opts.timeout_s:g} s a judgment may take"
+                ) from None
+            except BadReply:
+                raise
+            except Exception as e:
+                if not self._transient(e):
+                    if isinstance(e, self.openai.APIError):
+                        raise JudgmentFailed(model, _reason(e), _short(e)) from None
+                    raise
+                pause = _retry_after(e) or wait
+                if attempt == self.opts.retries or time.monotonic() + pause >= deadline:
+                    raise JudgmentFailed(model, _reason(e), f"{_short(e)}, after {attempt + 1} attempts") from None
+                time.sleep(pause)
                 wait *= 2
                 continue
-            except oa.APIError as e:
-                raise JudgmentFailed(f"judge {self.opts.model}: {_short(e)}") from None
-            if not done.choices:
-                raise JudgmentFailed(f"judge {self.opts.model}: a reply without choices")
-            choice = done.choices[0]
-            if getattr(choice.message, "refusal", None):
-                raise JudgmentFailed(f"judge {self.opts.model}: refused ({choice.message.refusal[:80]!r})")
-            if choice.finish_reason == "length":
-                raise JudgmentFailed(f"judge {self.opts.model}: the reply was truncated at max_tokens={req.max_tokens}")
-            text = choice.message.content
+            choice, answered_by = completion_of(body)
+            message = choice["message"]
+            refusal = message.get("refusal")
+            if refusal:
+                raise JudgmentFailed(model, "refusal", f"refused: {str(refusal)[:80]!r}")
+            if choice.get("finish_reason") == "length":
+                raise JudgmentFailed(model, "truncated", f"the reply was cut at max_tokens={req.max_tokens}")
+            text = message.get("content")
             if not isinstance(text, str) or not text.strip():
-                raise JudgmentFailed(f"judge {self.opts.model}: an empty reply")
-            return text
+                raise JudgmentFailed(model, "empty reply")
+            return text, answered_by
         raise AssertionError("unreachable")
+
+
+def tally(answers: Sequence[Answer | JudgmentFailed]) -> dict:
+    """What a set of judgments gave: ``asked``, ``failed``, ``reasons`` (reason -> count, sorted) and
+    ``answered_by`` (the distinct judges that gave the answers, :attr:`Answer.judge`)."""
+    reasons = Counter(a.reason for a in answers if isinstance(a, JudgmentFailed))
+    judges: list[dict] = []
+    for a in answers:
+        if isinstance(a, Answer) and a.judge not in judges:
+            judges.append(a.judge)
+    return {
+        "asked": len(answers),
+        "failed": sum(reasons.values()),
+        "reasons": dict(sorted(reasons.items())),
+        "answered_by": judges,
+    }
+
+
+def merge_tallies(tallies: Sequence[dict]) -> dict:
+    """The :func:`tally` of the union of several tallies' judgments."""
+    reasons: Counter = Counter()
+    judges: list[dict] = []
+    for t in tallies:
+        reasons.update(t.get("reasons") or {})
+        judges += [j for j in t.get("answered_by") or [] if j not in judges]
+    return {
+        "asked": sum(t.get("asked", 0) for t in tallies),
+        "failed": sum(reasons.values()),
+        "reasons": dict(sorted(reasons.items())),
+        "answered_by": judges,
+    }
+
+
+def failure_line(t: dict) -> str:
+    """``"12 of 40 judgments failed (HTTP 500: 10, timeout: 2)"`` for a :func:`tally`."""
+    why = ", ".join(f"{r}: {n}" for r, n in t["reasons"].items())
+    return f"{t['failed']} of {t['asked']} judgments failed" + (f" ({why})" if why else "")
+
+
+def _reason(e: Exception) -> str:
+    """A transport or HTTP error's class for counting: ``HTTP <status>``, ``timeout`` or ``unreachable``."""
+    status = getattr(e, "status_code", None)
+    if status:
+        return f"HTTP {status}"
+    timeouts = tuple(t for t in (getattr(type(e), "__mro__", ())) if "Timeout" in t.__name__)
+    return "timeout" if timeouts else "unreachable"
 
 
 def _short(e: Exception) -> str:

@@ -31,7 +31,7 @@ import numpy as np
 
 from ... import paper_metrics as pm
 from ...backends import BackendOptions, load, merged_provenance, provenance
-from ...backends.judge import BadReply, JudgmentFailed, Request, prompt_template
+from ...backends.judge import BadReply, JudgmentFailed, Request, failure_line, merge_tallies, prompt_template, tally
 from ...dataset import Case
 from ...errors import PersistbenchError
 from ...images import resize_images
@@ -175,8 +175,9 @@ class PaperCaseScores(CaseScores):
 
     ``metrics[m]`` one value per frame (None before ``start`` and where a frame has none);
     ``means[split][m]`` the mean over the split's frames from ``start`` that have one (None if none);
-    ``tracked`` whether the tracker kept the object per frame; ``judge`` what was asked (frames,
-    failures and why); ``backends`` which backend, weights (sha256) and judge produced the scores.
+    ``tracked`` whether the tracker kept the object per frame; ``judge`` what was asked (``asked``: the
+    frames; ``judgments``, ``failed``, ``reasons``: reason -> count, ``reason``: the first failure's
+    message; ``answered_by``: the judges that answered); ``backends`` which backend, weights (sha256) and judge produced the scores.
     """
 
     uid: str
@@ -235,7 +236,7 @@ def score_case(case: Case, pred: FramePrediction, protocol: Protocol, wanted: tu
 
     pred_masks, matching_score = _track(refs, ref_masks, preds, start, cfg, opts)
     tracked = [i >= start and bool(pred_masks[i].any()) for i in range(n)]
-    judge = {"asked": [], "failed": 0, "reason": None, "model": None}
+    judge = {"asked": [], "failed": 0, "reason": None, "model": None, "judgments": 0, "reasons": {}, "answered_by": []}
     state = pm.Tracked(ref_masks, pred_masks, start, tracked)
     if "object_permanence" in wanted:
         state.seen, judge = _judge(refs, ref_masks, preds, pred_masks, start, cfg, opts)
@@ -306,6 +307,7 @@ def _judge(refs, ref_masks, preds, pred_masks, start, cfg, opts):
     jcfg = cfg["judge"]
     n = len(refs)
     failures: list[str] = []
+    answers: list = []  # every Answer or JudgmentFailed, for the record's tally
 
     def ask(indices: list[int]) -> dict[int, bool]:
         if any(not ref_masks[i].any() for i in indices):
@@ -324,7 +326,9 @@ def _judge(refs, ref_masks, preds, pred_masks, start, cfg, opts):
             reqs.append(Request(prompt, images, jcfg["temperature"], jcfg["max_tokens"], jcfg["enable_thinking"]))
             tags.append(tag)
         out = {}
-        for i, a in zip(indices, judge.ask_many(reqs, [parse_seen(t) for t in tags])):
+        got = judge.ask_many(reqs, [parse_seen(t) for t in tags])
+        answers.extend(got)
+        for i, a in zip(indices, got):
             if isinstance(a, JudgmentFailed):
                 failures.append(str(a))
             else:
@@ -335,17 +339,18 @@ def _judge(refs, ref_masks, preds, pred_masks, start, cfg, opts):
 
     empty = {i for i in range(start, n) if not pred_masks[i].any()}
     record = {"asked": [], "failed": 0, "reason": None, "model": jcfg["model"]}
+    status = [None] * n
     try:
         if any(not ref_masks[i].any() for i in empty):
             raise _NoReference("the reference mask is empty at a frame whose tracked mask is empty")
-        status, asked = pm.judge_statuses(start, n, empty, params["num_sample_frames"], ask)
-        record["asked"] = asked
-        return status, record
+        status, record["asked"] = pm.judge_statuses(start, n, empty, params["num_sample_frames"], ask)
     except _Stop:
         record.update(failed=len(failures), reason=failures[0])
     except _NoReference as e:
         record["reason"] = str(e)
-    return [None] * n, record
+    counted = tally(answers)
+    extra = {k: counted[k] for k in ("reasons", "answered_by")}
+    return status, {**record, "judgments": counted["asked"], **extra}
 
 
 class _Stop(Exception):
@@ -390,10 +395,23 @@ def summarise(results: list[dict]) -> dict:
     groups = {"static": [], "dynamic": [], "unknown": []}
     for r in results:
         groups[{1: "static", 0: "dynamic"}.get(r.get("use_stationary"), "unknown")].append(r)
+    overall = block(results)
+    failed = [r["judge"] for r in results if r["judge"].get("failed")]
+    judged = merge_tallies(
+        [{"asked": j.get("judgments", j["failed"]), "reasons": j.get("reasons") or {}} for j in failed]
+    )
+    permanence = [overall["valid_counts"][f"object_permanence_{s}"] for s in SPLITS]
+    no_value = failed and not any(permanence)
     return {
-        **block(results),
+        **overall,
         "groups": {g: block(rows) for g, rows in groups.items()},
-        "judge_failures": sum(1 for r in results if r["judge"].get("failed")),
+        "judge_failures": len(failed),
+        "judge_failure_reasons": judged["reasons"],
+        "failed_metrics": (
+            {"object_permanence": f"no value in any case: {failure_line(judged)} in {len(failed)} cases"}
+            if no_value
+            else {}
+        ),
         "backends": merged_provenance(results),
     }
 
@@ -414,7 +432,10 @@ def tables(summary: dict) -> tuple[list[str], dict[str, str]]:
     lines.append("")
     lines.append("Scores x 100 (valid cases). Backends: " + _backend_line(summary["backends"]))
     if summary["judge_failures"]:
-        lines.append(f"{summary['judge_failures']} cases have failed judgments: their object permanence is null.")
+        why = ", ".join(f"{r}: {n}" for r, n in (summary.get("judge_failure_reasons") or {}).items())
+        lines.append(f"{summary['judge_failures']} cases have judge failures ({why}): their object permanence is null.")
+    for m, why in (summary.get("failed_metrics") or {}).items():
+        lines.append(f"{m} could not be computed: {why}.")
     return lines, row
 
 

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ...backends import BackendUnavailable, check_backend, merged_provenance, provenance
+from ...backends.judge import failure_line, merge_tallies, tally
 from ...pair_video import PairVideo
 from ...protocol import Protocol, interval, metric_list, number, one_of, section, size_hw
 from ...registry import METRICS, families, order
@@ -124,7 +125,8 @@ class PairCaseScores(CaseScores):
     ``values[m][kind]`` holds one value per scored pair of that kind (None where it failed);
     ``relative[m]`` the video's R, B, S, MG, DR and whether it counts (``valid``);
     ``dropped[kind]`` the pairs that fall beyond a short video; ``backends`` what the model-based values
-    were computed with.
+    were computed with; ``judge[m]`` what the judge gave for metric ``m`` (``backends.judge.tally``: asked,
+    failed, reasons, the judges that answered).
     """
 
     uid: str
@@ -138,6 +140,7 @@ class PairCaseScores(CaseScores):
     relative: dict[str, dict]
     unavailable: dict[str, str]
     backends: dict[str, dict]  # backend -> weights (sha256) and device, or the judge's model and URL
+    judge: dict[str, dict]  # metric -> the tally of its judgments (only metrics the judge computes)
 
 
 def _clean(values: list[float]) -> list[float | None]:
@@ -164,7 +167,7 @@ def score_video(
     dropped = {k: len(pair_file[k]) - len(kept[k]) for k in KINDS}
     lpips = ctx.lpips if ctx.lpips is not None and not isinstance(ctx.lpips, str) else None
     video = PairVideo(frames, lpips, ctx.backends)
-    values, rel, unavailable = {}, {}, {}
+    values, rel, unavailable, judged = {}, {}, {}, {}
     lpips_note, used = None, []
     for m in order(ctx.wanted):
         spec = METRICS[m]
@@ -175,7 +178,10 @@ def score_video(
             lpips_note = ctx.lpips if isinstance(ctx.lpips, str) else "LPIPS was not loaded"
             unavailable[m] = lpips_note
             continue
+        asked_before = len(video.judgments)
         values[m] = {k: _clean(spec.function(video, kept[k], protocol.params(m))) for k in KINDS}
+        if len(video.judgments) > asked_before:
+            judged[m] = tally(video.judgments[asked_before:])
         used += spec.backends(protocol.params(m))
         rel[m] = relative(values[m], spec.higher_is_better, protocol.config["epsilon"])
     return PairCaseScores(
@@ -190,6 +196,7 @@ def score_video(
         relative=rel,
         unavailable=unavailable,
         backends=provenance(list(dict.fromkeys(used)), ctx.backends),
+        judge=judged,
         **CaseScores.common(protocol, ctx.wanted, lpips_note, ids[2]),
     )
 
@@ -201,6 +208,8 @@ def merge(new: dict, old: dict) -> dict:
     kept = [m for m in old.get("values", {}) if m not in new["requested"] and m in PAIR_METRICS]
     for m in kept:
         new["values"][m], new["relative"][m] = old["values"][m], old["relative"][m]
+        if m in (old.get("judge") or {}):
+            new["judge"][m] = old["judge"][m]
     if kept:
         new["backends"] = {**(old.get("backends") or {}), **new.get("backends", {})}
     new["requested"] = order(
@@ -216,8 +225,9 @@ def merge(new: dict, old: dict) -> dict:
 class R2MSummary:
     """``summary.json``'s body: NMR per trajectory and metric, per metric, per family, and Overall, with counts."""
 
-    trajectories: dict[str, dict[str, dict]]  # T -> metric -> {nmr, memory_gain, dynamic_range, valid, excluded}
-    metrics: dict[str, dict]  # metric -> {nmr, trajectories, valid, excluded}
+    # T -> metric -> {nmr, memory_gain, dynamic_range, valid, excluded, failed}
+    trajectories: dict[str, dict[str, dict]]
+    metrics: dict[str, dict]  # metric -> {nmr, trajectories, valid, excluded, failed}
     families: dict[str, dict]  # family -> {nmr, metrics, available}
     overall: float | None
     overall_note: str | None  # why Overall is missing or partial
@@ -226,6 +236,8 @@ class R2MSummary:
     videos: int
     short_videos: int  # shorter than their trajectory
     dropped_pairs: dict[str, int]  # per kind
+    judge_failures: dict  # {asked, judgments (failed), videos (with a failure), reasons: {reason: count}}
+    failed_metrics: dict[str, str]  # metric -> why it has no value in any video (score then exits non-zero)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -235,8 +247,15 @@ def _mean(values: list[float]) -> float | None:
     return float(np.mean(values)) if values else None
 
 
+def _failed(rel: dict) -> bool:
+    """A video has no relative score for a metric because pair values of it failed (not for DR <= epsilon)."""
+    return rel["memory_gain"] is None and rel.get("failed", 0) > 0
+
+
 def summarise(results: list[dict], trajectories: tuple[str, ...], epsilon: float, allow_partial: bool) -> R2MSummary:
-    """NMR per trajectory and metric, per metric, per family, and Overall; counts everywhere."""
+    """NMR per trajectory and metric, per metric, per family, and Overall; counts everywhere. A video that
+    counts for a metric is ``valid``; one whose pair values failed so that R, B or S is missing is
+    ``failed``; any other (DR <= epsilon, no pairs of a kind) is ``excluded``."""
     requested = order({m for r in results for m in r["requested"]})
     unavailable = {m: why for r in results for m, why in r.get("unavailable", {}).items()}
     scored = order({m for r in results for m in r["values"]})
@@ -247,13 +266,15 @@ def summarise(results: list[dict], trajectories: tuple[str, ...], epsilon: float
         for m in scored:
             rel = [r["relative"][m] for r in rs if m in r["relative"]]
             valid = [x for x in rel if x["valid"]]
+            failed = sum(_failed(x) for x in rel)
             mg, dr = _mean([x["memory_gain"] for x in valid]), _mean([x["dynamic_range"] for x in valid])
             per_t[t][m] = {
                 "nmr": None if mg is None else mg / (dr + epsilon),
                 "memory_gain": mg,
                 "dynamic_range": dr,
                 "valid": len(valid),
-                "excluded": len(rs) - len(valid),
+                "excluded": len(rs) - len(valid) - failed,
+                "failed": failed,
             }
     per_metric = {}
     for m in scored:
@@ -263,6 +284,7 @@ def summarise(results: list[dict], trajectories: tuple[str, ...], epsilon: float
             "trajectories": len(nmrs),
             "valid": sum(per_t[t][m]["valid"] for t in trajectories),
             "excluded": sum(per_t[t][m]["excluded"] for t in trajectories),
+            "failed": sum(per_t[t][m]["failed"] for t in trajectories),
         }
     per_family = {}
     for fam, ms in families(requested).items():
@@ -289,6 +311,16 @@ def summarise(results: list[dict], trajectories: tuple[str, ...], epsilon: float
             else None
         )
     dropped = {k: sum(r["dropped"][k] for r in results) for k in KINDS}
+    tallies = {m: merge_tallies([r["judge"][m] for r in results if m in (r.get("judge") or {})]) for m in scored}
+    judged = merge_tallies(list(tallies.values()))
+    failed_metrics = {}
+    for m in scored:
+        pair_values = [x for r in results if m in r["values"] for k in KINDS for x in r["values"][m].get(k, [])]
+        if not pair_values or any(x is not None for x in pair_values):
+            continue
+        failed_metrics[m] = "no value in any video" + (
+            f": {failure_line(tallies[m])}" if tallies[m]["failed"] else ": every pair value failed"
+        )
     return R2MSummary(
         trajectories=per_t,
         metrics=per_metric,
@@ -300,6 +332,13 @@ def summarise(results: list[dict], trajectories: tuple[str, ...], epsilon: float
         videos=len(results),
         short_videos=sum(r["video_frames"] < r["poses"] for r in results),
         dropped_pairs=dropped,
+        judge_failures={
+            "asked": judged["asked"],
+            "judgments": judged["failed"],
+            "videos": sum(any(t.get("failed") for t in (r.get("judge") or {}).values()) for r in results),
+            "reasons": judged["reasons"],
+        },
+        failed_metrics=failed_metrics,
     )
 
 
@@ -311,8 +350,8 @@ def tables(summary: dict) -> tuple[list[str], dict[str, str]]:
     """``summary.md``'s NMR table and ``leaderboard.csv``'s columns."""
     traj = list(summary["trajectories"])
     lines = [
-        "| family | metric | " + " | ".join(traj) + " | NMR | valid | excluded |",
-        "| --- | --- | " + " | ".join("---" for _ in traj) + " | --- | --- | --- |",
+        "| family | metric | " + " | ".join(traj) + " | NMR | valid | excluded | failed |",
+        "| --- | --- | " + " | ".join("---" for _ in traj) + " | --- | --- | --- | --- |",
     ]
     row = {"overall": "" if summary["overall"] is None else f"{summary['overall']:.6f}"}
     for fam, block in summary["families"].items():
@@ -320,18 +359,22 @@ def tables(summary: dict) -> tuple[list[str], dict[str, str]]:
         for m in block["metrics"]:
             if m not in summary["metrics"]:
                 why = summary["unavailable"].get(m, "not scored")
-                lines.append(f"| {fam} | {m} | " + " | ".join("n/a" for _ in traj) + f" | unavailable: {why} | 0 | 0 |")
+                lines.append(
+                    f"| {fam} | {m} | " + " | ".join("n/a" for _ in traj) + f" | unavailable: {why} | 0 | 0 | 0 |"
+                )
                 continue
             cells = [_fmt(summary["trajectories"][t][m]["nmr"]) for t in traj]
             mm = summary["metrics"][m]
             lines.append(
-                f"| {fam} | {m} | " + " | ".join(cells) + f" | {_fmt(mm['nmr'])} | {mm['valid']} | {mm['excluded']} |"
+                f"| {fam} | {m} | "
+                + " | ".join(cells)
+                + f" | {_fmt(mm['nmr'])} | {mm['valid']} | {mm['excluded']} | {mm['failed']} |"
             )
             row[f"metric/{m}"] = "" if mm["nmr"] is None else f"{mm['nmr']:.6f}"
             for t in traj:
                 v = summary["trajectories"][t][m]["nmr"]
                 row[f"{t}/{m}"] = "" if v is None else f"{v:.6f}"
-        lines.append(f"| **{fam}** | family | " + " | ".join("" for _ in traj) + f" | **{_fmt(block['nmr'])}** | | |")
+        lines.append(f"| **{fam}** | family | " + " | ".join("" for _ in traj) + f" | **{_fmt(block['nmr'])}** | | | |")
     lines += [
         "",
         f"**Overall NMR: {_fmt(summary['overall'])}**"
@@ -339,6 +382,15 @@ def tables(summary: dict) -> tuple[list[str], dict[str, str]]:
     ]
     for name, entries in (summary.get("backends") or {}).items():
         lines.append(f"\nBackend {name}: " + "; ".join(", ".join(f"{k} {v}" for k, v in e.items()) for e in entries))
+    jf = summary.get("judge_failures") or {"judgments": 0}
+    if jf["judgments"]:
+        why = ", ".join(f"{r}: {n}" for r, n in jf["reasons"].items())
+        lines.append(
+            f"\n**judge failures: {jf['judgments']} of {jf['asked']} judgments in {jf['videos']} videos ({why}); "
+            "those pair values are null.**"
+        )
+    for m, why in (summary.get("failed_metrics") or {}).items():
+        lines.append(f"\n**{m} could not be computed: {why}.**")
     d = summary["dropped_pairs"]
     lines.append(
         f"\n{summary['videos']} videos; {summary['short_videos']} shorter than their trajectory "

@@ -273,9 +273,12 @@ class R2MBench(Suite):
 
     def scored_metrics(self, record: dict) -> set[str]:
         """Metrics with values, and those reported unavailable for a reason other than LPIPS's (a missing backend:
-        ``--resume`` does not retry them; ``--metrics NAME`` once the backend is there does)."""
-        values, unavailable = record.get("values"), record.get("unavailable")
+        ``--resume`` does not retry them; ``--metrics NAME`` once the backend is there does); a metric with
+        failed judgments is not done (``--resume`` asks again; answers given are cached)."""
+        values, unavailable, judge = record.get("values"), record.get("unavailable"), record.get("judge")
         done = set(values) if isinstance(values, dict) else set()
+        if isinstance(judge, dict):
+            done -= {m for m, t in judge.items() if isinstance(t, dict) and t.get("failed")}
         if isinstance(unavailable, dict):
             done |= {m for m, why in unavailable.items() if why != record.get("lpips_unavailable")}
         return done
