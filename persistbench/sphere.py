@@ -28,6 +28,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from . import portable
+
 __all__ = [
     "rotation_from_ypr",
     "ypr_from_rotation",
@@ -40,6 +42,7 @@ __all__ = [
     "lonlat_from_equirect_xy",
     "PerspectiveMapper",
     "equirect_to_perspective_maps",
+    "remap",
     "remap_bilinear",
     "remap_nearest",
     "equirect_to_perspective",
@@ -51,6 +54,12 @@ __all__ = [
 TWO_PI = 2.0 * np.pi
 
 
+def _hypot(a, b) -> np.ndarray:
+    """``sqrt(a^2 + b^2)`` from correctly rounded operations (``np.hypot`` is libm's, CPU-dependent)."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return np.sqrt(a * a + b * b)
+
+
 def rotation_from_ypr(yaw, pitch, roll=0.0) -> np.ndarray:
     """Camera-to-world rotation ``R_y(yaw) R_x(pitch) R_z(roll)``.
 
@@ -60,9 +69,9 @@ def rotation_from_ypr(yaw, pitch, roll=0.0) -> np.ndarray:
         ``S + (3, 3)`` float64 rotation matrices (orthonormal, det +1).
     """
     yaw, pitch, roll = np.broadcast_arrays(*(np.asarray(a, np.float64) for a in (yaw, pitch, roll)))
-    cy, sy = np.cos(yaw), np.sin(yaw)
-    cp, sp = np.cos(pitch), np.sin(pitch)
-    cr, sr = np.cos(roll), np.sin(roll)
+    sy, cy = portable.sincos(yaw)
+    sp, cp = portable.sincos(pitch)
+    sr, cr = portable.sincos(roll)
     # Product R_y @ R_x @ R_z written out.
     r = np.empty(yaw.shape + (3, 3))
     r[..., 0, 0] = cy * cr + sy * sp * sr
@@ -88,25 +97,26 @@ def ypr_from_rotation(r: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray
         (gimbal lock) roll is folded into yaw and returned as 0.
     """
     r = np.asarray(r, np.float64)
-    pitch = np.arctan2(-r[..., 1, 2], np.hypot(r[..., 1, 0], r[..., 1, 1]))
-    locked = np.hypot(r[..., 0, 2], r[..., 2, 2]) < 1e-12
-    yaw = np.where(locked, np.arctan2(-r[..., 2, 0], r[..., 0, 0]), np.arctan2(r[..., 0, 2], r[..., 2, 2]))
-    roll = np.where(locked, 0.0, np.arctan2(r[..., 1, 0], r[..., 1, 1]))
+    pitch = portable.atan2(-r[..., 1, 2], _hypot(r[..., 1, 0], r[..., 1, 1]))
+    locked = _hypot(r[..., 0, 2], r[..., 2, 2]) < 1e-12
+    yaw = np.where(locked, portable.atan2(-r[..., 2, 0], r[..., 0, 0]), portable.atan2(r[..., 0, 2], r[..., 2, 2]))
+    roll = np.where(locked, 0.0, portable.atan2(r[..., 1, 0], r[..., 1, 1]))
     return yaw, pitch, roll
 
 
 def direction_from_lonlat(lon, lat) -> np.ndarray:
     """Unit direction ``(cos lat sin lon, -sin lat, cos lat cos lon)``; shape ``S + (3,)``."""
     lon, lat = np.broadcast_arrays(np.asarray(lon, np.float64), np.asarray(lat, np.float64))
-    cl = np.cos(lat)
-    return np.stack([cl * np.sin(lon), -np.sin(lat), cl * np.cos(lon)], axis=-1)
+    slat, clat = portable.sincos(lat)
+    slon, clon = portable.sincos(lon)
+    return np.stack([clat * slon, -slat, clat * clon], axis=-1)
 
 
 def lonlat_from_direction(d) -> tuple[np.ndarray, np.ndarray]:
     """``(lon, lat)`` in radians of directions ``(..., 3)`` (need not be unit)."""
     d = np.asarray(d, np.float64)
-    lon = np.arctan2(d[..., 0], d[..., 2])
-    lat = np.arctan2(-d[..., 1], np.hypot(d[..., 0], d[..., 2]))
+    lon = portable.atan2(d[..., 0], d[..., 2])
+    lat = portable.atan2(-d[..., 1], _hypot(d[..., 0], d[..., 2]))
     return lon, lat
 
 
@@ -114,13 +124,13 @@ def intrinsics_from_fov(hfov: float, width: int, height: int) -> np.ndarray:
     """``(3, 3)`` float64 pinhole intrinsics for horizontal field of view ``hfov`` (radians)."""
     if not 0.0 < hfov < np.pi:
         raise ValueError(f"horizontal field of view must be in (0, pi) radians, got {hfov}")
-    f = (width / 2.0) / np.tan(hfov / 2.0)
+    f = (width / 2.0) / float(portable.tan(hfov / 2.0))
     return np.array([[f, 0.0, width / 2.0], [0.0, f, height / 2.0], [0.0, 0.0, 1.0]])
 
 
 def hfov_from_intrinsics(k: np.ndarray) -> float:
     """Horizontal field of view (radians) of intrinsics ``k`` with ``cx = w/2``."""
-    return float(2.0 * np.arctan(k[0, 2] / k[0, 0]))
+    return float(2.0 * portable.atan(k[0, 2] / k[0, 0]))
 
 
 def pose_from_rotation(r: np.ndarray) -> np.ndarray:
@@ -146,31 +156,20 @@ def lonlat_from_equirect_xy(x, y, pano_w: int, pano_h: int) -> tuple[np.ndarray,
     return lon, lat
 
 
-def _aligned_empty(shape: tuple[int, ...], dtype=np.float32, align: int = 64) -> np.ndarray:
-    """An uninitialised array whose data starts on an ``align``-byte boundary.
-
-    OpenCV's vectorised kernels handle unaligned heads with scalar code that
-    can round differently in the last bit, so buffers are aligned to keep
-    the maps a function of the pose alone, wherever the allocator puts them.
-    """
-    dtype = np.dtype(dtype)
-    n = int(np.prod(shape)) * dtype.itemsize
-    raw = np.empty(n + align, np.uint8)
-    offset = (-raw.ctypes.data) % align
-    return raw[offset : offset + n].view(dtype).reshape(shape)
-
-
 class PerspectiveMapper:
     """Equirectangular -> perspective remap maps for one camera size.
 
     The camera rays depend only on the intrinsics and the output size, so
     they are computed once; :meth:`maps` then costs a few vectorised passes
-    per rotation, run over bands of rows small enough to stay in cache.
+    per rotation. Every step is an IEEE-754 operation NumPy rounds the same
+    way on every CPU (trigonometry from :mod:`persistbench.portable`), so the
+    maps, and the pixels :func:`remap` samples with them, are the same bytes
+    on every machine.
 
     Yaw only shifts equirectangular longitude, so the maps of the last few
     (pitch, roll) pairs are kept, and a rotation that repeats one of them (a
-    pan, a still camera) costs one shift and wrap instead. An instance reuses scratch buffers and is
-    not thread-safe: use one per thread.
+    pan, a still camera) costs one shift and wrap instead. Not thread-safe:
+    use one per thread.
 
     Args:
         k: ``(3, 3)`` intrinsics of the perspective view.
@@ -178,7 +177,6 @@ class PerspectiveMapper:
         pano_size: ``(pano_h, pano_w)`` of the equirectangular source.
     """
 
-    band_rows = 32
     cached_poses = 4
     # Half-resolution maps are used when their estimated interpolation error, in
     # view pixels and doubled for safety, stays below this (the promise is 0.01).
@@ -200,44 +198,20 @@ class PerspectiveMapper:
             f = min(k[0, 0], k[1, 1])
             self._view_px_per_pano_px = (TWO_PI / self.pano_w) * f * (1 + corner2 / f**2)
         self.stats = {"coarse": 0, "exact": 0}  # how maps were made, for benchmarks
-        xn = (np.arange(self.width) + 0.5 - k[0, 2]) / k[0, 0]
-        yn = (np.arange(self.height) + 0.5 - k[1, 2]) / k[1, 1]
-        # Normalised image coordinates of every pixel: the ray is (xn, yn, 1).
-        self._xn, self._yn = (_aligned_empty((self.height, self.width)) for _ in range(2))
-        self._xn[:], self._yn[:] = np.meshgrid(xn, yn)
-        self._buf = [_aligned_empty((self.band_rows, self.width)) for _ in range(6)]
+        # Normalised image coordinates of every pixel centre: the ray is (xn, yn, 1).
+        self._xn = ((np.arange(self.width) + 0.5 - k[0, 2]) / k[0, 0])[None, :]
+        self._yn = ((np.arange(self.height) + 0.5 - k[1, 2]) / k[1, 1])[:, None]
         # (pitch, roll) -> maps at yaw 0 of the last rotations seen.
         self._base: OrderedDict[tuple[float, float], tuple[np.ndarray, np.ndarray]] = OrderedDict()
-
-    def _phase(self, ax: np.ndarray, ay: np.ndarray, norm: np.ndarray, scale: float, out: np.ndarray) -> None:
-        """``atan2(ay, ax) * scale - 0.5`` into ``out``, the angle in ``[0, 2 pi)`` exact to float32.
-
-        OpenCV's ``phase`` is vectorised but only accurate to ~2e-4 rad. One
-        correction step makes it exact to float32 rounding at a fraction of
-        ``np.arctan2``'s cost: rotating ``(ax, ay)`` back by the estimate
-        leaves the residual angle ``e`` with ``sin e = (ay cos a - ax sin a) / norm``,
-        and ``sin e = e`` to 1e-11 at that size. ``norm`` is ``|(ax, ay)|``.
-        """
-        import cv2
-
-        n = ax.shape[0]
-        c, s = (b[:n] for b in self._buf[4:6])
-        cv2.phase(ax, ay, angle=out)
-        cv2.polarToCart(None, out, x=c, y=s)
-        np.multiply(ay, c, out=c)
-        np.multiply(ax, s, out=s)
-        np.subtract(c, s, out=c)
-        cv2.divide(c, norm, dst=c)  # OpenCV gives 0 for 0/0: the exact pole ray
-        cv2.addWeighted(out, scale, c, scale, -0.5, dst=out)
 
     def maps(self, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Remap maps for camera-to-world rotation ``r`` ``(3, 3)``.
 
         Returns:
-            ``(map_x, map_y)``, each a read-only ``(h, w)`` float32 array of
+            ``(map_x, map_y)``, each a read-only ``(h, w)`` float64 array of
             equirectangular coordinates in OpenCV's remap convention (they may
             be shared with the mapper's cache); ``map_x`` in
-            ``[-0.5, pano_w - 0.5]`` (wrap it), ``map_y`` clamped to
+            ``[-0.5, pano_w - 0.5)`` (wrap it), ``map_y`` clamped to
             ``[0, pano_h - 1]``.
         """
         yaw, pitch, roll = (float(a) for a in ypr_from_rotation(r))
@@ -251,8 +225,8 @@ class PerspectiveMapper:
         self._base[key] = base  # most recent last
         while len(self._base) > self.cached_poses:
             self._base.popitem(last=False)
-        map_x = np.add(base[0], np.float32(yaw % TWO_PI * self.pano_w / TWO_PI))
-        np.subtract(map_x, np.float32(self.pano_w), out=map_x, where=map_x >= np.float32(self.pano_w - 0.5))
+        map_x = base[0] + yaw % TWO_PI * self.pano_w / TWO_PI
+        np.subtract(map_x, self.pano_w, out=map_x, where=map_x >= self.pano_w - 0.5)
         map_x.flags.writeable = False
         return map_x, base[1]
 
@@ -270,72 +244,52 @@ class PerspectiveMapper:
             error = max(_interpolation_error(cx), _interpolation_error(cy)) * self._view_px_per_pano_px
             if 2 * error <= self.coarse_tolerance:
                 self.stats["coarse"] += 1
-                map_x, map_y = _upsample2(cx, self.width, self.height), _upsample2(cy, self.width, self.height)
+                map_x, map_y = _upsample2(cx), _upsample2(cy)
                 np.clip(map_y, 0.0, self.pano_h - 1, out=map_y)
                 return map_x, map_y
         self.stats["exact"] += 1
         return self._exact(r)
 
     def _exact(self, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        import cv2
-
-        neg_r = -np.asarray(r, np.float64)
-        map_x = _aligned_empty((self.height, self.width))
-        map_y = _aligned_empty((self.height, self.width))
-        for y0 in range(0, self.height, self.band_rows):
-            band = slice(y0, y0 + self.band_rows)
-            xn, yn = self._xn[band], self._yn[band]
-            n = xn.shape[0]
-            nx, ny, nz, horiz = (b[:n] for b in self._buf[:4])
-            for i, out in enumerate((nx, ny, nz)):
-                cv2.addWeighted(xn, neg_r[i, 0], yn, neg_r[i, 1], neg_r[i, 2], dst=out)
-            cv2.magnitude(nx, nz, magnitude=horiz)
-            # lon + pi = atan2(-x, -z) in [0, 2pi) -> x_e = (lon + pi) W / 2pi - 0.5.
-            self._phase(nz, nx, horiz, self.pano_w / TWO_PI, map_x[band])
-            # pi/2 - lat = angle from the up axis (-y) in [0, pi] -> y_e = (pi/2 - lat) H / pi - 0.5.
-            norm = cv2.magnitude(ny, horiz, magnitude=nx)
-            self._phase(ny, horiz, norm, self.pano_h / np.pi, map_y[band])
+        r = np.asarray(r, np.float64)
+        x, y, z = (r[i, 0] * self._xn + r[i, 1] * self._yn + r[i, 2] for i in range(3))
+        horiz = np.sqrt(x * x + z * z)
+        # lon = atan2(x, z) in (-pi, pi] -> x_e = (lon + pi) W / 2pi - 0.5.
+        map_x = (portable.atan2(x, z) + np.pi) * (self.pano_w / TWO_PI) - 0.5
+        # pi/2 - lat = angle from the up axis (-y) in [0, pi] -> y_e = (pi/2 - lat) H / pi - 0.5.
+        map_y = portable.atan2(horiz, -y) * (self.pano_h / np.pi) - 0.5
+        np.subtract(map_x, self.pano_w, out=map_x, where=map_x >= self.pano_w - 0.5)
         np.clip(map_y, 0.0, self.pano_h - 1, out=map_y)
         return map_x, map_y
 
 
 def _interpolation_error(c: np.ndarray) -> float:
     """Estimated largest error of bilinear upsampling of grid ``c`` by 2: max |second difference| / 8."""
-    import cv2
-
-    k = np.array([[1, -2, 1]], np.float32)
-    dx = cv2.filter2D(c, -1, k)[:, 1:-1]
-    dy = cv2.filter2D(c, -1, k.T)[1:-1]
-    return max(cv2.minMaxLoc(np.abs(dx))[1], cv2.minMaxLoc(np.abs(dy))[1]) / 8
+    dx = c[:, :-2] - 2 * c[:, 1:-1] + c[:, 2:]
+    dy = c[:-2] - 2 * c[1:-1] + c[2:]
+    return max(float(np.abs(dx).max()), float(np.abs(dy).max())) / 8
 
 
-def _upsample2(c: np.ndarray, w: int, h: int) -> np.ndarray:
+def _upsample2(c: np.ndarray) -> np.ndarray:
     """Bilinear upsampling by 2 of a ``(h/2 + 2, w/2 + 2)`` grid whose node j lies at
-    full-resolution coordinate 2j - 1.
+    full-resolution coordinate 2j - 1, to ``(h, w)``.
 
     Pixel centres fall at 1/4 and 3/4 of a coarse cell, so the weights are
-    exact in binary floating point. OpenCV's 2x resize of the inner nodes gives
-    every pixel but the outermost rows and columns, which need the nodes beyond
-    the border and are done here.
+    exact in binary floating point.
     """
-    import cv2
+    q, t3 = 0.25, 0.75
 
-    out = _aligned_empty((h, w))
-    cv2.resize(c[1:-1, 1:-1], (w, h), dst=out, interpolation=cv2.INTER_LINEAR)
-    q, t3 = np.float32(0.25), np.float32(0.75)
-    edge = c[[0, 1, -2, -1]]
-    tmp = np.empty((4, w), np.float32)  # the two outer node rows at each end, upsampled along x
-    tmp[:, 0::2] = q * edge[:, :-2] + t3 * edge[:, 1:-1]
-    tmp[:, 1::2] = t3 * edge[:, 1:-1] + q * edge[:, 2:]
-    out[0] = q * tmp[0] + t3 * tmp[1]
-    out[-1] = t3 * tmp[2] + q * tmp[3]
-    rows = np.empty((h, 2), np.float32)  # the border columns, from the rows
-    for j, (a, b, wa, wb) in enumerate(((0, 1, q, t3), (-2, -1, t3, q))):
-        col = wa * c[:, a] + wb * c[:, b]
-        rows[0::2, j] = q * col[:-2] + t3 * col[1:-1]
-        rows[1::2, j] = t3 * col[1:-1] + q * col[2:]
-    out[:, 0], out[:, -1] = rows[:, 0], rows[:, 1]
-    return out
+    def along(a: np.ndarray, axis: int) -> np.ndarray:
+        lo, mid, hi = (np.take(a, range(s, a.shape[axis] - 2 + s), axis=axis) for s in range(3))
+        out = np.empty_like(mid, shape=tuple(2 * n if i == axis else n for i, n in enumerate(mid.shape)))
+        even = [slice(None)] * a.ndim
+        odd = list(even)
+        even[axis], odd[axis] = slice(0, None, 2), slice(1, None, 2)
+        out[tuple(even)] = q * lo + t3 * mid
+        out[tuple(odd)] = t3 * mid + q * hi
+        return out
+
+    return along(along(c, 1), 0)
 
 
 @lru_cache(maxsize=16)
@@ -346,7 +300,7 @@ def _mapper(k_key: tuple, size: tuple[int, int], pano_size: tuple[int, int]) -> 
 def equirect_to_perspective_maps(
     r: np.ndarray, k: np.ndarray, size: tuple[int, int], pano_size: tuple[int, int]
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Remap maps ``(map_x, map_y)`` ``(h, w)`` float32 for rotation ``r``, intrinsics ``k``.
+    """Remap maps ``(map_x, map_y)`` ``(h, w)`` float64 for rotation ``r``, intrinsics ``k``.
 
     ``size`` and ``pano_size`` are ``(height, width)``. The per-camera rays are
     cached, so calling this once per frame only pays for the rotation.
@@ -355,16 +309,41 @@ def equirect_to_perspective_maps(
     return _mapper(key, tuple(size), tuple(pano_size)).maps(r)
 
 
-def remap_bilinear(pano: np.ndarray, maps: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
-    """Sample ``pano`` ``(H, W[, C])`` at ``maps`` with bilinear weights.
+def remap(image: np.ndarray, map_x: np.ndarray, map_y: np.ndarray, border: str, nearest: bool = False) -> np.ndarray:
+    """Sample ``image`` ``(H, W[, C])`` at ``(map_x, map_y)`` ``(h, w)`` (OpenCV's remap convention).
 
-    Wraps in longitude (x) and clamps in latitude (y, via the clamped map).
-    uint8 images use OpenCV's fixed-point kernel (weights in 1/32 pixel);
-    float32 images are interpolated with exact weights.
+    For integer images, coordinates are rounded to 1/32 pixel first
+    (``floor(32 x + 0.5)``) and OpenCV's fixed-point kernel interpolates with
+    integer weights, so the results are the same bytes on every CPU (OpenCV's
+    float-map path rounds differently with each SIMD level). Float images are
+    interpolated at the float32 coordinates (exact weights, not bit-identical
+    across CPUs). ``nearest`` takes the pixel whose centre is nearest
+    (``floor(x + 0.5)``). ``border`` is ``"wrap"``, ``"replicate"`` or ``"constant"``
+    (0). Coordinates must lie within +-1000 pixels of the image.
     """
     import cv2
 
-    return cv2.remap(pano, maps[0], maps[1], cv2.INTER_LINEAR, borderMode=cv2.BORDER_WRAP)
+    mode = {"wrap": cv2.BORDER_WRAP, "replicate": cv2.BORDER_REPLICATE, "constant": cv2.BORDER_CONSTANT}[border]
+    if np.asarray(image).dtype.kind == "f" and not nearest:
+        xs, ys = (np.asarray(m, np.float32) for m in (map_x, map_y))
+        return cv2.remap(image, xs, ys, cv2.INTER_LINEAR, borderMode=mode, borderValue=0)
+    scale = 1 if nearest else 32
+    fx = np.floor(np.asarray(map_x, np.float64) * scale + 0.5).astype(np.int32)
+    fy = np.floor(np.asarray(map_y, np.float64) * scale + 0.5).astype(np.int32)
+    if nearest:
+        xy, table, interp = np.stack([fx, fy], axis=-1), None, cv2.INTER_NEAREST
+    else:
+        xy, interp = np.stack([fx >> 5, fy >> 5], axis=-1), cv2.INTER_LINEAR
+        table = (((fy & 31) << 5) | (fx & 31)).astype(np.uint16)
+    return cv2.remap(image, xy.astype(np.int16), table, interp, borderMode=mode, borderValue=0)
+
+
+def remap_bilinear(pano: np.ndarray, maps: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """Sample ``pano`` ``(H, W[, C])`` at ``maps`` bilinearly (see :func:`remap`).
+
+    Wraps in longitude (x) and clamps in latitude (y, via the clamped map).
+    """
+    return remap(pano, maps[0], maps[1], "wrap")
 
 
 def remap_nearest(mask: np.ndarray, maps: tuple[np.ndarray, np.ndarray], transposed: bool = False) -> np.ndarray:
@@ -374,10 +353,8 @@ def remap_nearest(mask: np.ndarray, maps: tuple[np.ndarray, np.ndarray], transpo
     column-major layout, see :func:`persistbench.recipes.decode_mask_columns`);
     the maps swap roles and the result is the same.
     """
-    import cv2
-
     map_x, map_y = (maps[1], maps[0]) if transposed else maps
-    return cv2.remap(mask, map_x, map_y, cv2.INTER_NEAREST, borderMode=cv2.BORDER_WRAP)
+    return remap(mask, map_x, map_y, "wrap", nearest=True)
 
 
 def equirect_to_perspective(pano: np.ndarray, r: np.ndarray, k: np.ndarray, size: tuple[int, int]) -> np.ndarray:
@@ -389,7 +366,7 @@ def equirect_to_perspective(pano: np.ndarray, r: np.ndarray, k: np.ndarray, size
 def _pano_trig(pano_w: int, pano_h: int) -> tuple[np.ndarray, ...]:
     """``(sin lon, cos lon)`` per column and ``(sin lat, cos lat)`` per row of pixel centres."""
     lon, lat = lonlat_from_equirect_xy(np.arange(pano_w), np.arange(pano_h), pano_w, pano_h)
-    return np.sin(lon), np.cos(lon), np.sin(lat), np.cos(lat)
+    return (*portable.sincos(lon), *portable.sincos(lat))
 
 
 def _camera_coords(r: np.ndarray, pano_w: int, pano_h: int, rows=slice(None), cols=slice(None)):
@@ -433,8 +410,6 @@ def perspective_to_equirect(
         ``(canvas, covered)``: canvas ``(pano_h, pano_w[, C])`` of ``image``'s
         dtype, zero outside the footprint, and ``covered`` ``(pano_h, pano_w)`` bool.
     """
-    import cv2
-
     pano_h, pano_w = pano_size
     h, w = image.shape[:2]
     cx, cy, cz = _camera_coords(r, pano_w, pano_h)
@@ -444,11 +419,10 @@ def perspective_to_equirect(
     map_x = cx / cz * np.float32(k[0, 0]) + np.float32(k[0, 2] - 0.5)
     map_y = cy / cz * np.float32(k[1, 1]) + np.float32(k[1, 2] - 0.5)
     covered = front & (map_x >= -0.5) & (map_x < w - 0.5) & (map_y >= -0.5) & (map_y < h - 0.5)
-    # Keep coordinates inside int16 range for OpenCV; pixels outside are masked anyway.
+    # Keep coordinates inside the fixed-point range; pixels outside are masked anyway.
     np.clip(map_x, -2.0, w + 1.0, out=map_x)
     np.clip(map_y, -2.0, h + 1.0, out=map_y)
-    interp = cv2.INTER_NEAREST if nearest else cv2.INTER_LINEAR
-    canvas = cv2.remap(image, map_x, map_y, interp, borderMode=cv2.BORDER_REPLICATE)
+    canvas = remap(image, map_x, map_y, "replicate", nearest=nearest)
     canvas[~covered] = 0
     return canvas, covered
 

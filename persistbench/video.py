@@ -13,16 +13,21 @@ import re
 import subprocess
 import threading
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 
 import numpy as np
 
 from .errors import PersistbenchError
+from .files import check_regular
 
 # x264 settings of every clip this toolkit writes; recorded next to the clips.
 H264_SETTINGS = {"codec": "libx264", "crf": 16, "preset": "medium", "pix_fmt": "yuv420p", "threads": 1}
 # Predictions written as video: x264's RGB encoder at crf 0 is lossless (decodes to the same bytes).
 LOSSLESS_SETTINGS = {"codec": "libx264rgb", "crf": 0, "preset": "ultrafast", "pix_fmt": "rgb24", "threads": 1}
+
+
+# swscale's colour conversion picks SIMD code per CPU, and it rounds differently unless asked not to;
+# x264 makes the choices it would make on any CPU. Together, the same frames give the same bytes everywhere.
+BITEXACT_SCALING = ("-sws_flags", "accurate_rnd+bitexact+full_chroma_int")
 
 
 def ffmpeg_exe() -> str:
@@ -32,7 +37,10 @@ def ffmpeg_exe() -> str:
     return imageio_ffmpeg.get_ffmpeg_exe()
 
 
-_STREAM_RE = re.compile(r"Stream #\d+:\d+.*?: Video: [^\n]*?, (\d{2,5})x(\d{2,5})[^\n]*")
+_STREAM_RE = re.compile(r"Stream #\d+:\d+.*?: Video: [^\n]*?, (\d+)x(\d+)(?=[,\s\[]|$)[^\n]*")
+# One line of ffmpeg's log with ``-loglevel level+...``: an optional ``[context @ 0x...]``, the level, the message.
+_LOG_RE = re.compile(rb"^(?:\[([^\]]*)\] )?\[(\w+)\] ?(.*?)\r?\n?$")
+_FAILURE_LEVELS = (b"error", b"fatal", b"panic")
 _FPS_RE = re.compile(r"([\d.]+)(k?) (?:fps|tbr)")
 _DURATION_RE = re.compile(r"Duration: (\d+):(\d+):([\d.]+)")
 
@@ -55,8 +63,8 @@ def probe(path: str | os.PathLike) -> dict:
 
     Reads the container header only (``ffmpeg -i``), decoding nothing.
     """
-    if not _is_url(path) and not Path(path).is_file():
-        raise PersistbenchError(f"{path}: no such video file")
+    if not _is_url(path):
+        check_regular(path, "video file")
     res = subprocess.run(
         [ffmpeg_exe(), "-nostdin", "-hide_banner", *_input(path)], capture_output=True, text=True, errors="replace"
     )
@@ -106,9 +114,12 @@ def decode_with_pts(
         PersistbenchError: naming the file, when ffmpeg fails or reports a
         decode error (damaged frames are never passed on).
     """
-    if not _is_url(path) and not Path(path).is_file():
-        raise PersistbenchError(f"{path}: no such video file")
-    cmd = [ffmpeg_exe(), "-nostdin", "-hide_banner", "-loglevel", "info", "-threads", str(threads), "-copyts"]
+    if not _is_url(path):
+        check_regular(path, "video file")
+    # -xerror: a decode error stops ffmpeg with a failing exit status; the log's levels say which lines are errors.
+    # -nostats: no progress lines ending in a carriage return, so every log line starts with its context.
+    cmd = [ffmpeg_exe(), "-nostdin", "-nostats", "-hide_banner", "-loglevel", "level+info", "-xerror", "-copyts"]
+    cmd += ["-threads", str(threads)]
     if seek:
         cmd += ["-ss", f"{seek:.6f}"]
     cmd += [
@@ -117,6 +128,7 @@ def decode_with_pts(
         "0:v:0",
         "-vf",
         "showinfo",
+        *BITEXACT_SCALING,
         "-f",
         "rawvideo",
         "-pix_fmt",
@@ -128,21 +140,23 @@ def decode_with_pts(
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     times: queue.Queue = queue.Queue()
     sizes: queue.Queue = queue.Queue()
-    log: list[bytes] = []
+    errors: list[str] = []
 
     def read_log() -> None:  # the output stream's size comes first; showinfo logs each frame before stdout has it
         output = False
         for line in proc.stderr:
-            m = _SHOWINFO_RE.search(line)
-            if m:
-                times.put(float(m.group(1)))
-            elif line.startswith(b"Output #0"):
+            parsed = _LOG_RE.match(line)
+            context, level, message = parsed.groups() if parsed else (None, b"info", line)
+            if context and context.startswith(b"Parsed_showinfo"):
+                if m := _SHOWINFO_RE.search(message):
+                    times.put(float(m.group(1)))
+            elif level in _FAILURE_LEVELS:
+                errors.append(message.decode(errors="replace").strip())
+            elif message.startswith(b"Output #0"):
                 output = True
-            elif output and (stream := _STREAM_RE.search(line.decode(errors="replace"))):
+            elif output and (stream := _STREAM_RE.search(message.decode(errors="replace"))):
                 sizes.put((int(stream.group(2)), int(stream.group(1)), 3))
                 output = False
-            elif not line.startswith((b"  ", b"[Parsed_showinfo")):
-                log.append(line)
         sizes.put(None)
         times.put(None)
 
@@ -168,10 +182,8 @@ def decode_with_pts(
         code = proc.wait()
         reader.join()
         proc.stderr.close()
-    errors = [x.decode(errors="replace").strip() for x in log if b"rror" in x or b"nvalid" in x]
     if shape is None:
-        last = errors[-1] if errors else (log[-1].decode(errors="replace").strip() if log else "no video stream")
-        raise PersistbenchError(f"{path}: not a readable video: {last}")
+        raise PersistbenchError(f"{path}: not a readable video: {errors[-1] if errors else 'no video stream'}")
     if code != 0 or errors:  # a decode error means damaged frames: never pass them on
         raise PersistbenchError(f"{path}: decoding failed: {errors[-1] if errors else f'ffmpeg exit {code}'}")
 
@@ -248,8 +260,11 @@ def encode_video(
             repr(float(fps)),
             "-i",
             "-",
+            *BITEXACT_SCALING,
             "-c:v",
             s["codec"],
+            "-x264-params",
+            "cpu-independent=1",
             "-preset",
             s["preset"],
             "-crf",

@@ -1,8 +1,9 @@
-"""Write the checksums of the bundled sample's reconstructed masks, cameras and visibility.
+"""Write the checksums of the bundled sample's reconstructed frames, masks, cameras and visibility.
 
-These files are deterministic functions of the recipes (frames are not: they
-depend on the H.264 decoder), so a fresh reconstruction must reproduce them.
-Regenerate only when the sample or the geometry changes on purpose:
+These files are deterministic functions of the recipes and the source clips (with the pinned
+ffmpeg: decoding is exact and its colour conversion bit-exact, docs/data-format.md), so a fresh
+reconstruction on any CPU must reproduce them. Regenerate only when the sample or the geometry
+changes on purpose:
 
     python scripts/sample_checksums.py tests/data/sample_checksums.json
 """
@@ -18,7 +19,7 @@ from persistbench.files import dump_json, write_text
 from persistbench.index import read_case_records
 from persistbench.sources import SourceOptions
 
-KEPT = ("/masks/", "camera_params.npy", "visibility_dict.npy", "theta_phi_values.npy")
+KEPT = ("/frames/", "/masks/", "camera_params.npy", "visibility_dict.npy", "theta_phi_values.npy")
 
 
 def sample_checksums(output: Path, cache: Path) -> dict[str, str]:

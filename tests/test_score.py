@@ -58,7 +58,7 @@ def test_oracle_is_perfect_and_flagged(runs):
             assert block["iou"]["mean"] == 1.0 and block["continuity"]["mean"] == 1.0
             assert block["psnr"]["cases"] == 4
     # The oracle hands in masks (the ground truth's); hold has none, so the tracker localises.
-    assert s["mask_source"] == ["model"] and summary(runs / "hold")["mask_source"] == ["template-ncc-v1"]
+    assert s["mask_source"] == ["model"] and summary(runs / "hold")["mask_source"] == ["template-ncc-v2"]
 
 
 def test_reproject_beats_hold_off_screen(runs):
@@ -212,7 +212,7 @@ def test_public_toolkit_output_is_scored(sample_ds, tmp_path):
     assert result.exit_code == 2 and "pass --dataset" in result.output
     score_cli("--pred", run, "--dataset", sample_ds, "--metrics", "psnr,iou")
     s = summary(run)
-    assert s["model"] == "public toolkit output" and s["mask_source"] == ["template-ncc-v1"]
+    assert s["model"] == "public toolkit output" and s["mask_source"] == ["template-ncc-v2"]
     for split in ("visible", "invisible"):
         assert s["subsets"]["all"][split]["psnr"]["mean"] == 100.0 and s["subsets"]["all"][split]["psnr"]["cases"] == 8
     case = json.loads(next(RunLayout(run).scores_dir("classic-v1").rglob("Synth_*.json")).read_text())
@@ -225,7 +225,7 @@ def test_the_tracker_localises_baseline_predictions(runs, sample_ds):
     cases = {c.case_id: c for c in Dataset(sample_ds).cases()}
     for path in RunLayout(runs / "reproject").scores_dir("classic-v1").glob("*/Synth_*.json"):
         r = json.loads(path.read_text())
-        assert r["mask_source"] == "template-ncc-v1"
+        assert r["mask_source"] == "template-ncc-v2"
         assert all(iou > 0.5 for iou, v in zip(r["metrics"]["iou"], r["visible"]) if v), r["uid"]
     for path in RunLayout(runs / "hold").scores_dir("classic-v1").glob("*/Synth_*.json"):
         r = json.loads(path.read_text())

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import sphere
+from .. import portable, sphere
 from ..errors import PersistbenchError
 from .base import BaseModel, ModelInput, ModelOutput
 
@@ -124,8 +124,6 @@ class WarpModel(BaseModel):
     """
 
     def predict(self, sample: ModelInput) -> ModelOutput:
-        import cv2
-
         _needs_cameras(sample, "warp")
         image = _uint8(sample.input_frames[:1])[0]
         k0 = np.asarray(sample.input_cameras["cam_intrinsic"], np.float64)
@@ -134,15 +132,16 @@ class WarpModel(BaseModel):
         poses = np.asarray(sample.target_cameras["cam_poses"], np.float64)
         h, w = _size(kt)
         u, v = np.meshgrid(np.arange(w) + 0.5, np.arange(h) + 0.5)
-        rays = np.linalg.inv(kt) @ np.stack([u.ravel(), v.ravel(), np.ones(u.size)])
+        rays = portable.matmul(portable.inv3(kt), np.stack([u.ravel(), v.ravel(), np.ones(u.size)]))
         out = []
         for pose in poses:
-            d = k0 @ (r0.T @ pose[:3, :3] @ rays)
+            d = portable.matmul(portable.matmul(portable.matmul(k0, r0.T), pose[:3, :3]), rays)
             ahead = d[2] > 1e-9
             z = np.where(ahead, d[2], 1.0)
-            mx = np.where(ahead, d[0] / z - 0.5, -1e6).reshape(h, w).astype(np.float32)
-            my = np.where(ahead, d[1] / z - 0.5, -1e6).reshape(h, w).astype(np.float32)
-            out.append(cv2.remap(image, mx, my, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT, borderValue=0))
+            # Rays behind the camera, or far outside it, sample the black border.
+            mx = np.clip(np.where(ahead, d[0] / z - 0.5, -2.0), -2.0, image.shape[1] + 1.0).reshape(h, w)
+            my = np.clip(np.where(ahead, d[1] / z - 0.5, -2.0), -2.0, image.shape[0] + 1.0).reshape(h, w)
+            out.append(sphere.remap(image, mx, my, "constant"))
         return ModelOutput(frames=np.stack(out))
 
 
