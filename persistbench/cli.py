@@ -177,6 +177,16 @@ def output_option(help: str, default: str | None = None, file: bool = False):
     )
 
 
+class FiniteFloat(click.FloatRange):
+    """A float range that also refuses ``nan`` and ``inf`` (which every comparison of a plain range lets through)."""
+
+    def convert(self, value, param, ctx):
+        out = super().convert(value, param, ctx)
+        if out != out or out in (float("inf"), float("-inf")):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return out
+
+
 def _number(name: str, kind: click.ParamType, default: float, help: str):
     return click.option(name, type=kind, default=default, show_default=True, help=help)
 
@@ -214,12 +224,12 @@ def executor_options(f):
         ),
         _number(
             "--cpus-per-task",
-            click.FloatRange(0, min_open=True),
+            FiniteFloat(0, min_open=True),
             1.0,
             "Ray: CPUs each worker reserves (fractions allowed).",
         ),
         _number(
-            "--gpus-per-task", click.FloatRange(0), 0.0, "Ray: GPUs each worker reserves (0.5: two workers per GPU)."
+            "--gpus-per-task", FiniteFloat(0), 0.0, "Ray: GPUs each worker reserves (0.5: two workers per GPU)."
         ),
         _number(
             "--max-retries",
@@ -259,7 +269,7 @@ JUDGE_KEY_ENV = click.option(
 )
 JUDGE_TIMEOUT = click.option(
     "--judge-timeout",
-    type=click.FloatRange(1.0),
+    type=FiniteFloat(1.0),
     default=120.0,
     show_default=True,
     metavar="S",
@@ -402,11 +412,11 @@ def main() -> None:
     "hfov_deg",
     default=90.0,
     show_default=True,
-    type=click.FloatRange(1, 179),
+    type=FiniteFloat(1, 179),
     help="Horizontal field of view, degrees.",
 )
 @click.option("--frames", "n_frames", default=60, show_default=True, type=click.IntRange(2), help="Frames per scene.")
-@click.option("--fps", default=10.0, show_default=True, type=click.FloatRange(0, min_open=True))
+@click.option("--fps", default=10.0, show_default=True, type=FiniteFloat(0, min_open=True))
 @click.option(
     "--speed",
     "speed_deg_s",
@@ -420,7 +430,7 @@ def main() -> None:
     "radius_deg",
     default=12.0,
     show_default=True,
-    type=click.FloatRange(0.5, 45),
+    type=FiniteFloat(0.5, 45),
     help="Object angular radius, degrees.",
 )
 @SUITE
@@ -606,10 +616,10 @@ def infer(
       persistbench infer --model my_model.py:MyModel --dataset reconstructed --output runs/mine \\
           --executor ray --ray-address auto --gpus-per-task 0.5 --device cuda
     """
-    import json
     from pathlib import Path
 
     from .executors import Selection
+    from .files import read_json
     from .infer import InferOptions, check_complete
     from .infer import infer as run_infer
 
@@ -618,9 +628,9 @@ def infer(
     config = None
     if model_config:
         try:
-            config = json.loads(Path(model_config).read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as e:
-            raise click.BadParameter(f"{model_config}: {e}", param_hint="--model-config") from None
+            config = read_json(model_config)
+        except PersistbenchError as e:
+            raise click.BadParameter(str(e), param_hint="--model-config") from None
         if not isinstance(config, dict):
             raise click.BadParameter(f"{model_config}: must hold a JSON object", param_hint="--model-config")
     opts = InferOptions(

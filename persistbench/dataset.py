@@ -39,7 +39,7 @@ from .layout import (
     frame_name,
     mask_name,
 )
-from .names import name_problem
+from .names import confined, name_problem
 from .safeload import load_dict, save_npy_dict
 
 
@@ -266,7 +266,7 @@ class Dataset:
 
     @property
     def state_dir(self) -> Path:
-        return self.root / STATE_DIR
+        return confined(self.root, STATE_DIR)
 
     def fingerprint(self) -> str:
         """sha256 of ``cases.jsonl`` (file checksums of every case), or of every case's cameras when absent."""

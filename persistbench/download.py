@@ -20,6 +20,7 @@ from .executors import Executor, Job, Outcome, RunResult, Selection, SerialExecu
 from .files import atomic_path, check_writable, copy_bounded, sha256_file, write_json
 from .index import completion_records, read_case_records, read_index, rebuild_index, recorded_sha256
 from .layout import RECIPES_PROVENANCE, STATE_DIR, SUBSETS, CacheLayout
+from .names import confined
 from .recipes import MAX_FILE_BYTES, Recipe, load_recipes
 from .reconstruct import clip_frames, reconstruct_case
 from .sources import SourceOptions, cached_clip, fetch, is_youtube, require_js_runtime
@@ -175,7 +176,7 @@ def download(source: RecipeSource, opts: DownloadOptions, executor: Executor | N
             {"recipes": source.spec, "revision": source.revision, "sha256": sha256_file(source.path)},
         )
     done = {} if opts.download_only else complete_cases(opts.output)
-    state = (opts.output if not opts.download_only else opts.sources.cache) / STATE_DIR
+    state = confined(opts.output if not opts.download_only else opts.sources.cache, STATE_DIR)
     recheck = None if opts.download_only else functools.partial(_recorded, root=opts.output)
     job = Job(
         "download" if opts.download_only else "reconstruct",

@@ -38,7 +38,7 @@ from .layout import (
     DistributionLayout,
     fetch_done_path,
 )
-from .names import remove_tree
+from .names import confined, remove_tree
 from .timing import phase
 
 DEFAULT_REPO = "persistbench/persistbench"
@@ -176,7 +176,7 @@ def fetch(
     for name in (CASES_JSONL, DB_NAME):
         if (output / name).exists():
             raise PersistbenchError(f"{output}: holds a reconstructed dataset ({name}); fetch into a new directory")
-    (output / STATE_DIR).mkdir(parents=True, exist_ok=True)  # holds the extraction staging and the done records
+    confined(output, STATE_DIR).mkdir(parents=True, exist_ok=True)  # holds the extraction staging and the done records
     checksums = read_json(source.get(REMOTE.checksums_json.as_posix()))
     index = read_json(source.get(REMOTE.index_json.as_posix()))
     samples = f"{REMOTE.samples_dir.as_posix()}/"
@@ -194,7 +194,7 @@ def fetch(
     if not aggregate_only:
         chosen = Selection(shard=shard).apply(names)
         work = functools.partial(_fetch_one, output=output, source=source, checksums=wanted, pairs_of=pairs_of)
-        job = Job("fetch", work, output / STATE_DIR / "fetch", is_done)
+        job = Job("fetch", work, confined(output, STATE_DIR, "fetch"), is_done)
         result = (executor or SerialExecutor()).run(
             job, chosen, key_of=lambda n: n.replace("/", "__"), is_done=is_done, progress=progress
         )

@@ -6,6 +6,7 @@ import base64
 import io
 
 from .errors import PersistbenchError
+from .markup import Markup, tag
 
 
 def data_uri(png: bytes) -> str:
@@ -38,14 +39,8 @@ def fmt(v) -> str:
     return "n/a" if v is None else f"{v:.4f}"
 
 
-def table(table_id: str, head: list[str], rows: list[list[str]], sortable: bool = True) -> str:
-    """An HTML table (escaped); sortable by clicking a column when ``sortable``."""
-    import html
-
-    cls = ' class="sortable"' if sortable else ""
-    out = [f'<table id="{table_id}"{cls}><thead><tr>']
-    out += [f'<th data-col="{i}">{html.escape(h)}</th>' for i, h in enumerate(head)]
-    out.append("</tr></thead><tbody>")
-    out += ["<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows]
-    out.append("</tbody></table>")
-    return "".join(out)
+def table(table_id: str, head: list[str], rows: list[list[object]], sortable: bool = True) -> Markup:
+    """An HTML table (every cell text); sortable by clicking a column when ``sortable``."""
+    thead = tag("thead", tag("tr", *(tag("th", h, data_col=i) for i, h in enumerate(head))))
+    tbody = tag("tbody", *(tag("tr", *(tag("td", c) for c in row)) for row in rows))
+    return tag("table", thead, tbody, id=table_id, class_="sortable" if sortable else None)

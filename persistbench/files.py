@@ -153,12 +153,116 @@ def write_json(path: str | os.PathLike, obj: Any) -> str:
     return write_text(path, dump_json(obj))
 
 
-def read_json(path: str | os.PathLike) -> Any:
-    """Parse a JSON file; a bad file raises a one-line error naming it."""
+# The largest JSON file read (a 100,000-pose R2M trajectory is ~40 MB) and the largest image file.
+MAX_JSON_BYTES = 64 << 20
+MAX_IMAGE_BYTES = 256 << 20
+_INT_LIMIT = 1 << 63
+
+
+def open_regular(path: str | os.PathLike) -> BinaryIO:
+    """``path`` opened for reading, refused unless it is a regular file (links followed).
+
+    The file is opened without blocking and checked before anything is read,
+    so a FIFO, a socket or a device (``/dev/zero`` behind a link) is refused
+    with one line naming it instead of hanging or filling memory.
+    """
+    import stat
+
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise PersistbenchError(f"{path}: cannot read JSON: {e}") from None
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise PersistbenchError(f"{path}: cannot read ({e.strerror})") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise PersistbenchError(f"{path}: not a regular file")
+    return os.fdopen(fd, "rb")
+
+
+def check_regular(path: str | os.PathLike, what: str = "file") -> None:
+    """Refuse ``path`` unless it is a regular file (links followed), for paths handed to another program.
+
+    Raises:
+        PersistbenchError: ``<path>: no such <what>`` or ``<path>: not a regular file``.
+    """
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        raise PersistbenchError(f"{path}: no such {what}") from None
+    if not stat.S_ISREG(mode):
+        raise PersistbenchError(f"{path}: not a regular file")
+
+
+def read_bounded(path: str | os.PathLike, limit: int) -> bytes:
+    """The bytes of the regular file ``path`` (:func:`open_regular`), at most ``limit`` of them.
+
+    Reading stops at ``limit + 1`` bytes, whatever the file's size claims.
+
+    Raises:
+        PersistbenchError: one line naming the file, for a file that is
+            missing, unreadable, not regular, or larger than ``limit``.
+    """
+    with open_regular(path) as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise PersistbenchError(f"{path}: larger than the {limit >> 20} MiB allowed")
+    return data
+
+
+def _unique_keys(source: object, pairs: list[tuple[str, Any]]) -> dict:
+    out: dict = {}
+    for key, value in pairs:
+        if key in out:
+            raise PersistbenchError(f"{source}: key {key!r} appears twice in one object")
+        out[key] = value
+    return out
+
+
+def _bounded_int(source: object, text: str) -> int:
+    value = int(text)
+    if not -_INT_LIMIT <= value < _INT_LIMIT:
+        raise PersistbenchError(f"{source}: integer {text[:20]}{'...' if len(text) > 20 else ''} is out of range")
+    return value
+
+
+def _finite_float(source: object, text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise PersistbenchError(f"{source}: number {text[:20]} is out of range")
+    return value
+
+
+def _no_constant(source: object, text: str) -> None:
+    raise PersistbenchError(f"{source}: {text} is not JSON")
+
+
+def parse_json(data: bytes | str, source: object) -> Any:
+    """Strict JSON from untrusted bytes: a one-line error naming ``source``, never another exception.
+
+    Refused: invalid UTF-8 or JSON, a key twice in one object (the last
+    would silently win), ``NaN``/``Infinity``, numbers outside float64 or
+    integers outside int64, and nesting deeper than Python's parser allows.
+    """
+    import functools
+
+    try:
+        return json.loads(
+            data,
+            object_pairs_hook=functools.partial(_unique_keys, source),
+            parse_int=functools.partial(_bounded_int, source),
+            parse_float=functools.partial(_finite_float, source),
+            parse_constant=functools.partial(_no_constant, source),
+        )
+    except RecursionError:
+        raise PersistbenchError(f"{source}: JSON nested too deeply") from None
+    except (UnicodeDecodeError, ValueError) as e:  # JSONDecodeError, and int() of over 4300 digits
+        raise PersistbenchError(f"{source}: not JSON: {str(e).splitlines()[0]}") from None
+
+
+def read_json(path: str | os.PathLike, limit: int = MAX_JSON_BYTES) -> Any:
+    """Parse a JSON file read through :func:`read_bounded` with :func:`parse_json`'s rules."""
+    return parse_json(read_bounded(path, limit), path)
 
 
 def sha256_file(path: str | os.PathLike, progress: Callable[[int], object] | None = None) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import PersistbenchError
-from .files import write_bytes
+from .files import MAX_IMAGE_BYTES, open_regular, read_bounded, write_bytes
 
 _IMAGE_RE = re.compile(r"^(?:frame_|mask_)?(\d{4,5})\.(?:png|jpg|jpeg)$", re.IGNORECASE)
 
@@ -43,7 +43,7 @@ def read_image(path: str | os.PathLike, gray: bool = False) -> np.ndarray:
     """
     import cv2
 
-    data = np.fromfile(path, np.uint8)
+    data = np.frombuffer(read_bounded(path, MAX_IMAGE_BYTES), np.uint8)
     image = cv2.imdecode(data, cv2.IMREAD_GRAYSCALE if gray else cv2.IMREAD_UNCHANGED) if data.size else None
     if image is None:
         raise PersistbenchError(f"{path}: not a readable image")
@@ -60,7 +60,7 @@ def image_size(path: str | os.PathLike) -> tuple[int, int]:
     from PIL import Image, UnidentifiedImageError
 
     try:
-        with Image.open(path) as image:
+        with open_regular(path) as f, Image.open(f) as image:
             return image.height, image.width
     except Image.DecompressionBombError:
         raise PersistbenchError(

@@ -16,9 +16,9 @@ import sqlite3
 from pathlib import Path
 
 from .errors import PersistbenchError
-from .files import atomic_path, file_lock, read_json, write_json, write_text
+from .files import atomic_path, file_lock, parse_json, read_bounded, read_json, write_json, write_text
 from .layout import CASES_JSONL, DB_NAME, STATE_DIR, SUBSETS, completion_record, completion_records_dir
-from .names import check_name
+from .names import check_name, confined
 
 # Public `data` table columns first (DESIGN section 4), then ours.
 DATA_COLUMNS: dict[str, str] = {
@@ -58,19 +58,20 @@ def read_index(root: str | os.PathLike) -> list[dict]:
     return [dict(r) for r in rows]
 
 
+# cases.jsonl of the largest dataset (10,000 cases at ~4 KB each) with room to spare.
+MAX_CASES_BYTES = 256 << 20
+
+
 def read_case_records(root: str | os.PathLike) -> list[dict]:
     """Records of ``cases.jsonl``; a malformed line raises an error with its number."""
     path = Path(root) / CASES_JSONL
     if not path.exists():
         return []
     records = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(read_bounded(path, MAX_CASES_BYTES).decode("utf-8", "replace").splitlines(), 1):
         if not line.strip():
             continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise PersistbenchError(f"{path}:{n}: not JSON: {e.msg}") from None
+        rec = parse_json(line, f"{path}:{n}")
         if not isinstance(rec, dict) or "uid" not in rec or "subset" not in rec:
             raise PersistbenchError(f"{path}:{n}: a case record needs 'uid' and 'subset'")
         if rec["subset"] not in SUBSETS:
@@ -95,7 +96,7 @@ def mark_complete(root: str | os.PathLike, row: dict, record: dict) -> None:
     if unknown:
         raise ValueError(f"unknown data.db columns: {sorted(unknown)}")
     write_json(completion_record(root, record["subset"], record["uid"]), {"row": row, "record": record})
-    with file_lock(root / STATE_DIR / "index.lock"):
+    with file_lock(confined(root, STATE_DIR, "index.lock")):
         _write_both(root, {(record["subset"], record["uid"]): (row, record)})
 
 
@@ -133,7 +134,7 @@ def rebuild_index(root: str | os.PathLike) -> int:
     root = Path(root)
     records = completion_records(root)
     if records:  # nothing completed: nothing written
-        with file_lock(root / STATE_DIR / "index.lock"):
+        with file_lock(confined(root, STATE_DIR, "index.lock")):
             _write_both(root, records)
     return len(read_case_records(root))
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import PersistbenchError
-from .names import NAME_PATTERN, check_name, child
+from .names import NAME_PATTERN, check_name, child, confined
 
 # ---------------------------------------------------------------- names
 
@@ -130,7 +130,7 @@ class RunLayout:
     @property
     def state_dir(self) -> Path:
         """Locks and done records of ``infer``."""
-        return self.root / STATE_DIR
+        return confined(self.root, STATE_DIR)
 
     @property
     def log_dir(self) -> Path:
@@ -142,7 +142,7 @@ class RunLayout:
 
     def scores_state_dir(self, protocol: str) -> Path:
         """Locks and done records of ``score`` under one protocol."""
-        return self.scores_dir(protocol) / STATE_DIR
+        return confined(self.scores_dir(protocol), STATE_DIR)
 
     def case_scores(self, protocol: str, subset: str, case_id: str) -> Path:
         return child(self.scores_dir(protocol), subset, f"{case_id}.json")
@@ -241,7 +241,7 @@ def public_result(scores_dir: str | os.PathLike, subset: str, case_id: str) -> P
 
 def completion_records_dir(root: str | os.PathLike) -> Path:
     """Where a reconstructed dataset's completion records are: ``<subset>/<case_id>.json`` below it."""
-    return Path(root) / STATE_DIR / "complete"
+    return confined(root, STATE_DIR, "complete")
 
 
 def completion_record(root: str | os.PathLike, subset: str, case_id: str) -> Path:
@@ -267,7 +267,7 @@ def stage_lock(state_dir: str | os.PathLike, key: str) -> Path:
 
 def fetch_done_path(root: str | os.PathLike, name: str) -> Path:
     """The record that the distribution file ``name`` was verified and extracted into ``root``."""
-    return child(Path(root) / STATE_DIR, "fetch", f"{name.replace('/', '__')}.json")
+    return child(confined(root, STATE_DIR), "fetch", f"{name.replace('/', '__')}.json")
 
 
 # ---------------------------------------------------------------- synthetic scenes and the source cache

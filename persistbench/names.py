@@ -55,15 +55,35 @@ def check_name(value: object, what: str) -> str:
 def child(root: str | os.PathLike, *names: str) -> Path:
     """``root / name / ...`` where every part is a safe name, so the result stays inside ``root``.
 
+    A part that already exists as a symbolic link must lead to somewhere inside
+    ``root`` too: runs, datasets and outputs are shared, and a link planted in
+    one (``scores -> ~/.ssh``) would otherwise take reads and writes elsewhere.
+    Links above ``root`` (the user's own) are not looked at.
+
     Raises:
         PersistbenchError: naming the root and the offending part.
     """
-    path = Path(root)
     for name in names:
         problem = name_problem(name)
         if problem:
             raise PersistbenchError(f"{root}: refusing to build a path from {name!r}: {problem}")
-        path = path / name
+    return confined(root, *names)
+
+
+def confined(root: str | os.PathLike, *parts: str) -> Path:
+    """``root / part / ...`` for parts the toolkit names itself (``.state``, ``test_imgs``), refusing links out.
+
+    Any part that exists as a symbolic link must resolve inside ``root``
+    (see :func:`child`, which also checks that each part is a safe name).
+
+    Raises:
+        PersistbenchError: naming the link and the root.
+    """
+    path = Path(root)
+    for part in parts:
+        path = path / part
+        if os.path.islink(path) and not is_inside(root, path):
+            raise PersistbenchError(f"{path}: a link that leads out of {root}; refusing to follow it")
     return path
 
 

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from .errors import PersistbenchError
+from .files import parse_json
 from .layout import SUBSETS, VIEWS, CaseId
 from .names import name_problem
 
@@ -389,13 +390,11 @@ def _parse_one(obj: Any, base_dir: Path, c: _Checker, line: int) -> Recipe | Non
     if masks is not None:
         if n is not None and len(masks) != n:
             c.fail("object.masks", f"has {len(masks)} masks, expected n_frames = {n}")
-        for i, rle in enumerate(masks):
-            problem = check_rle(rle, (LIMITS["source_height"], LIMITS["source_width"]))
-            if problem:
-                c.fail(f"object.masks[{i}]", problem)
-                break
-        sizes = {tuple(m["size"]) for m in masks if isinstance(m, dict) and isinstance(m.get("size"), list)}
-        if len(sizes) > 1:
+        bounds = (LIMITS["source_height"], LIMITS["source_width"])
+        bad = next(((i, p) for i, rle in enumerate(masks) if (p := check_rle(rle, bounds))), None)
+        if bad:
+            c.fail(f"object.masks[{bad[0]}]", bad[1])
+        elif len({tuple(m["size"]) for m in masks}) > 1:  # every mask is well-formed here
             c.fail("object.masks", "all masks must have the same size")
     if obj_id is not None and case_id is not None and str(obj_id) != case_id.rsplit("_obj_", 1)[-1]:
         c.fail("object.id", f"{obj_id!r} does not match the case id's object id")
@@ -462,9 +461,9 @@ def parse_recipes(text: str, origin: str, base_dir: str | os.PathLike) -> list[R
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            errors.append(f"{origin}:{line_no}: not valid JSON: {e.msg} (column {e.colno})")
+            obj = parse_json(line, f"{origin}:{line_no}")
+        except PersistbenchError as e:
+            errors.append(str(e))
             continue
         c = _Checker()
         recipe = _parse_one(obj, Path(base_dir), c, line_no)

@@ -8,7 +8,6 @@ use matplotlib (the ``report`` extra); every image is inlined as a PNG data URI.
 
 from __future__ import annotations
 
-import html
 from pathlib import Path
 
 from .errors import PersistbenchError
@@ -16,6 +15,7 @@ from .executors import read_records
 from .figures import table
 from .files import read_json, write_text
 from .layout import RunLayout
+from .markup import Markup, join, page, tag
 
 
 def _load_run(path: Path, protocol: str | None) -> dict:
@@ -53,7 +53,7 @@ def _suite_of(runs: list[dict]):
     return suite_class(names.pop())
 
 
-def _provenance(runs: list[dict]) -> str:
+def _provenance(runs: list[dict]) -> Markup:
     head = [
         "run",
         "toolkit",
@@ -85,7 +85,7 @@ def _provenance(runs: list[dict]) -> str:
     return table("provenance", head, rows, sortable=False)
 
 
-def _timing(runs: list[dict]) -> str:
+def _timing(runs: list[dict]) -> Markup:
     """Where the time went: per run and stage, the cases timed, their summed and median seconds, each phase's share
     (decode, model, write, ...), retries and workers, from the executor's per-case records."""
     head = [
@@ -120,9 +120,15 @@ def _timing(runs: list[dict]) -> str:
             cells = [r["name"], stage, len(records), f"{total:.2f}", f"{seconds[len(seconds) // 2]:.3f}", shares]
             rows.append([str(c) for c in [*cells, retries, workers]])
     if not rows:
-        return ""
-    note = "<p class='note'>From each case's record (<code>.state/records/</code>); cases skipped on a rerun keep the record of the run that made them.</p>"
-    return "<h2>Where the time went</h2>" + note + table("timing", head, rows, sortable=False)
+        return Markup()
+    note = tag(
+        "p",
+        "From each case's record (",
+        tag("code", ".state/records/"),
+        "); cases skipped on a rerun keep the record of the run that made them.",
+        class_="note",
+    )
+    return join(tag("h2", "Where the time went"), note, table("timing", head, rows, sortable=False))
 
 
 _SORT_JS = """
@@ -216,17 +222,22 @@ def build_report(
     suite = _suite_of(runs)
     used = runs[0]["summary"].get("protocol")
     bar = tqdm(total=suite.report_steps(runs), desc="report", unit="figure", disable=not progress)
-    note, board, figures = suite.report_sections(runs, bar.update)
-    bar.close()
-    parts = [
-        f"<h1>persistbench report: {html.escape(suite.title)}</h1><p class='note'>Protocol {html.escape(str(used))}. "
-        f"{html.escape(note)} Click a column to sort.</p>"
+    try:
+        note, board, figures = suite.report_sections(runs, bar.update)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
+        # Runs are shared files: one that lacks a field the suite's score writes, or holds another type there.
+        names = ", ".join(str(r["path"]) for r in runs)
+        raise PersistbenchError(
+            f"{names}: summary.json or results.json is not what {suite.name} score writes "
+            f"({type(e).__name__}: {str(e)[:80]})"
+        ) from None
+    finally:
+        bar.close()
+    parts: list[object] = [
+        tag("h1", f"persistbench report: {suite.title}"),
+        tag("p", f"Protocol {used}. {note} Click a column to sort.", class_="note"),
     ]
-    parts += [f"<p class='warning'>{html.escape(w)}</p>" for w in comparability_warnings(runs)]
-    parts += board + ["<h2>Provenance</h2>", _provenance(runs), _timing(runs)] + figures
-    page = (
-        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>persistbench report</title>"
-        f"<style>{_CSS}</style></head><body>{''.join(parts)}<script>{_SORT_JS}</script></body></html>\n"
-    )
-    write_text(out, page)
+    parts += [tag("p", w, class_="warning") for w in comparability_warnings(runs)]
+    parts += [*board, tag("h2", "Provenance"), _provenance(runs), _timing(runs), *figures]
+    write_text(out, page("persistbench report", _CSS, parts, _SORT_JS) + "\n")
     return Path(out)

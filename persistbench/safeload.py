@@ -21,12 +21,13 @@ import math
 import os
 import pickle
 import pickletools
+import tokenize
 from typing import Any
 
 import numpy as np
 
 from .errors import PersistbenchError
-from .files import write_bytes
+from .files import read_bounded, write_bytes
 
 MAX_BYTES = 256 << 20  # a camera file of 100,000 frames is 13 MB
 MAX_ITEM_BYTES = 1 << 20  # one numpy scalar
@@ -99,38 +100,48 @@ def load_npy(path: str | os.PathLike) -> Any:
     Returns:
         the array; a 0-d object array (the public format's pickled dictionary) is unwrapped to its item.
     Raises:
-        PersistbenchError: naming the file, for anything outside the allowlist, a malformed file or one
-        larger than :data:`MAX_BYTES`.
+        PersistbenchError: naming the file, for anything outside the allowlist, a malformed file, one
+        that is not a regular file or one larger than :data:`MAX_BYTES`.
+    """
+    return load_npy_bytes(read_bounded(path, MAX_BYTES), path)
+
+
+def load_npy_bytes(data: bytes, source: object, objects: bool = True) -> Any:
+    """:func:`load_npy` of ``.npy`` bytes (a member of an archive); ``source`` names them in errors.
+
+    With ``objects=False`` only plain arrays are accepted (no pickled dictionary).
     """
     try:
-        size = os.path.getsize(path)
-        if size > MAX_BYTES:
-            raise ValueError(f"{size} bytes, more than the {MAX_BYTES >> 20} MiB allowed")
-        with open(path, "rb") as f:
-            version = np.lib.format.read_magic(f)
-            header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-            shape, _, dtype = header(f)
-            if not dtype.hasobject:
-                if math.prod(shape) * dtype.itemsize > size - f.tell():
-                    raise ValueError(f"header declares shape {shape} of {dtype}, more than the file holds")
-                f.seek(0)
-                return np.load(f, allow_pickle=False)
-            data = f.read()
-        _scan(data)
-        array = _Unpickler(io.BytesIO(data)).load()
+        f = io.BytesIO(data)
+        version = np.lib.format.read_magic(f)
+        header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, _, dtype = header(f)
+        if dtype.hasobject and not objects:
+            raise ValueError(f"holds Python objects ({dtype})")
+        if not dtype.hasobject:
+            if math.prod(shape) * dtype.itemsize > len(data) - f.tell():
+                raise ValueError(f"header declares shape {shape} of {dtype}, more than the file holds")
+            f.seek(0)
+            return np.load(f, allow_pickle=False)
+        payload = f.read()
+        _scan(payload)
+        array = _Unpickler(io.BytesIO(payload)).load()
     except (
         OSError,
         ValueError,
         EOFError,
+        SyntaxError,  # the header's dictionary is parsed as a Python literal
+        tokenize.TokenError,
+        RecursionError,
         pickle.UnpicklingError,
         AttributeError,
         TypeError,
         IndexError,
         KeyError,
     ) as e:
-        raise PersistbenchError(f"{path}: unsafe or malformed .npy file: {e}") from None
+        raise PersistbenchError(f"{source}: unsafe or malformed .npy file: {str(e).splitlines()[0]}") from None
     if not isinstance(array, np.ndarray) or array.shape != shape:
-        raise PersistbenchError(f"{path}: malformed .npy file: pickle does not hold the declared array")
+        raise PersistbenchError(f"{source}: malformed .npy file: pickle does not hold the declared array")
     return array.item() if array.shape == () else array
 
 

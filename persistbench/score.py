@@ -177,7 +177,24 @@ def recorded_options(run_info: dict | None, run: RunLayout) -> dict:
     options = dataset.get("options", {}) if isinstance(dataset, dict) else {}
     if not isinstance(options, dict):
         raise PersistbenchError(f"{run.run_json}: dataset.options must be a JSON object")
-    return options
+    out = {}
+    for key, value in options.items():
+        kind = _RECORDED_OPTIONS.get(key)
+        if kind is None:
+            raise PersistbenchError(f"{run.run_json}: dataset.options.{key}: not an option infer records")
+        what, valid = kind
+        if value is not None and not valid(value):
+            raise PersistbenchError(f"{run.run_json}: dataset.options.{key}: must be {what}")
+        out[key] = tuple(value) if isinstance(value, list) else value
+    return out
+
+
+# What run.json's dataset.options may hold, as infer writes them (the command line's --tasks, --per-task, --categories).
+_RECORDED_OPTIONS = {
+    "tasks": ("a list of task names", lambda v: isinstance(v, list) and all(isinstance(t, str) for t in v)),
+    "per_task": ("a positive integer", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1),
+    "categories": ("a file path", lambda v: isinstance(v, str)),
+}
 
 
 def score(

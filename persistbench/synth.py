@@ -27,7 +27,8 @@ from pathlib import Path
 import numpy as np
 
 from . import sphere
-from .files import dump_json, write_json, write_text
+from .errors import PersistbenchError
+from .files import dump_json, read_json, write_json, write_text
 from .layout import SynthLayout
 from .recipes import VERSION, encode_mask, make_fingerprint, recipe_line
 from .video import encode_video, read_frames
@@ -339,7 +340,6 @@ def build_config(cls: type, config_file: str | None, given: dict) -> object:
     (or the option).
     """
     import dataclasses
-    import json
 
     from .errors import UsageError
 
@@ -347,9 +347,9 @@ def build_config(cls: type, config_file: str | None, given: dict) -> object:
     values: dict = {}
     if config_file:
         try:
-            values = json.loads(Path(config_file).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise UsageError(f"--config {config_file}: {e}") from None
+            values = read_json(config_file)
+        except PersistbenchError as e:
+            raise UsageError(f"--config {e}") from None
         unknown = set(values) - fields if isinstance(values, dict) else {"<not an object>"}
         if unknown:
             raise UsageError(f"--config {config_file}: unknown fields {sorted(unknown)}")

@@ -18,7 +18,6 @@ can be cached as JSON next to the archive, keyed by the archive's size and sha25
 
 from __future__ import annotations
 
-import json
 import os
 import urllib.error
 import urllib.request
@@ -27,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import PersistbenchError
-from .files import write_json
+from .files import read_json, write_json
 
 BLOCK = 512
 # Bytes the indexer reads at a time: the headers of small members share one read, and what a read takes
@@ -322,7 +321,7 @@ def cached_index(
     """
     path = path or index_path(source.path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json(path)
         ok = (
             isinstance(data, dict)
             and data.get("version") == INDEX_VERSION
@@ -330,7 +329,7 @@ def cached_index(
             and data.get("sha256") == sha256
             and isinstance(data.get("members"), list)
         )
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+    except PersistbenchError:  # a missing or damaged cache is rebuilt
         ok = False
     if ok:
         members = {}

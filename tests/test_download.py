@@ -310,7 +310,7 @@ def test_malformed_recipe_line_writes_nothing(local_synth, tmp_path):
     lines = (local_synth / "recipes.jsonl").read_text().splitlines()
     result = bad_run(tmp_path, [lines[0], lines[1][:-30]])
     assert result.exit_code == 1
-    assert result.output.strip().splitlines()[-1].startswith(f"Error: {tmp_path / 'r.jsonl'}:2: not valid JSON")
+    assert result.output.strip().splitlines()[-1].startswith(f"Error: {tmp_path / 'r.jsonl'}:2: not JSON")
     assert not (tmp_path / "ds").exists() and not (tmp_path / "cache").exists()
 
 

@@ -72,7 +72,7 @@ def test_malformed_json_and_all_errors_reported(tmp_path, lines):
         recipes.load_recipes(path)
     got = str(info.value).splitlines()
     assert got[0].startswith(f"{path}:1: version: unknown version 7")
-    assert got[1].startswith(f"{path}:2: not valid JSON")
+    assert got[1].startswith(f"{path}:2: not JSON")
     assert got[2] == f"{path}:4: case_id: duplicate of line 3"
 
 

@@ -252,3 +252,52 @@ def test_the_readme_first_command_runs_as_written(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert (copy / "persistbench-demo" / "report.html").stat().st_size > 100_000
     assert "done: open persistbench-demo/report.html" in proc.stdout
+
+
+XSS = 'x"><script>document.title="XSS"</script><img src=x onerror="document.title=\'XSS\'">'
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium (.ci/run installs it)")
+def test_values_from_runs_never_become_markup(demo_dir, tmp_path):
+    """A subset name, a metric key, a model name or a note from a shared run is text in the report, never script."""
+    from playwright.sync_api import sync_playwright
+
+    out, _ = demo_dir
+    hostile = tmp_path / "runs"
+    shutil.copytree(out / "runs", hostile)
+    for run in hostile.iterdir():
+        scores = RunLayout(run).summary_json("classic-v1").parent
+        summary = json.loads((scores / "summary.json").read_text())
+        summary["subsets"] = {(XSS if k == "static" else k): v for k, v in summary["subsets"].items()}
+        summary["model"] = XSS
+        (scores / "summary.json").write_text(json.dumps(summary))
+        results = json.loads((scores / "results.json").read_text())
+        for case in results["cases"]:
+            case["subset"] = XSS if case["subset"] == "static" else case["subset"]
+            for block in (case["metrics"], case["means"]["invisible"], case["means"]["visible"]):
+                block[XSS] = block.pop("psnr")
+        (scores / "results.json").write_text(json.dumps(results))
+    r2m = tmp_path / "r2m"
+    shutil.copytree(out / "r2m" / "runs", r2m)
+    for path in r2m.glob("*/scores/*/summary.json"):
+        summary = json.loads(path.read_text())
+        summary["model"], summary["overall_note"] = XSS, XSS
+        path.write_text(json.dumps(summary))
+    pages = []
+    for runs, name in ((sorted(hostile.iterdir()), "pb.html"), (sorted(r2m.iterdir()), "r2m.html")):
+        result = CliRunner().invoke(main, ["report", *map(str, runs), "--out", str(tmp_path / name), "--no-progress"])
+        assert result.exit_code == 0, result.output
+        text = (tmp_path / name).read_text()
+        assert "<script>document" not in text and text.count("<script>") == 1
+        pages.append(tmp_path / name)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        page = browser.new_page()
+        for report in pages:
+            page.goto(report.as_uri())
+            page.wait_for_load_state("load")
+            page.wait_for_timeout(200)
+            assert page.title() == "persistbench report"
+            assert page.evaluate("document.scripts.length") == 1
+            assert XSS in page.evaluate("document.body.innerText")
+        browser.close()

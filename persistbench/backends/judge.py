@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import PersistbenchError
-from ..files import read_json, write_json
+from ..files import parse_json, read_json, write_json
 from ..layout import judge_answer
 from . import JudgeOptions
 
@@ -134,9 +134,9 @@ def extract_json(text: str) -> dict:
     if start < 0 or end < start:
         raise BadReply("no JSON object in the reply (a refusal?)")
     try:
-        obj = json.loads(text[start : end + 1])
-    except json.JSONDecodeError as e:
-        raise BadReply(f"invalid JSON ({e.msg})") from None
+        obj = parse_json(text[start : end + 1], "the reply")
+    except PersistbenchError as e:
+        raise BadReply(str(e).removeprefix("the reply: ")) from None
     if not isinstance(obj, dict):
         raise BadReply("the reply's JSON is not an object")
     return obj
@@ -144,8 +144,8 @@ def extract_json(text: str) -> dict:
 
 def _json_body(body: bytes) -> object:
     try:
-        return json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
+        return parse_json(body, "the HTTP body")
+    except PersistbenchError:
         raise BadReply(f"the HTTP body is not JSON: {body[:80]!r}") from None
 
 

@@ -312,9 +312,27 @@ def read_records(state_dir: Path) -> list[dict]:
             rec = read_json(path)
         except PersistbenchError:
             continue
-        if isinstance(rec, dict) and rec.get("key") == path.stem and isinstance(rec.get("phases"), dict):
+        if isinstance(rec, dict) and rec.get("key") == path.stem and _is_record(rec):
             out.append(rec)
     return out
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < float("inf")
+
+
+def _is_record(rec: dict) -> bool:
+    """Whether ``rec`` has the documented record fields with their types (docs/data-format.md, "Executor records")."""
+    phases = rec.get("phases")
+    return (
+        rec.get("status") in ("done", "failed")
+        and _number(rec.get("seconds", 0.0))
+        and isinstance(phases, dict)
+        and all(isinstance(k, str) and _number(v) for k, v in phases.items())
+        and isinstance(rec.get("attempts", 1), int)
+        and not isinstance(rec.get("attempts", 1), bool)
+        and isinstance(rec.get("worker", ""), (str, type(None)))
+    )
 
 
 class PoolExecutor(Executor):

@@ -27,6 +27,7 @@ from ..backends import BackendOptions
 from ..errors import UsageError
 from ..executors import Executor, RunResult, Shard
 from ..files import sha256_file
+from ..markup import Markup
 from ..protocol import Check, Protocol, load_protocol
 from ..registry import order
 
@@ -274,7 +275,9 @@ class Suite(ABC):
         return cls._report().steps(runs)
 
     @classmethod
-    def report_sections(cls, runs: list[dict], advance: Callable[[int], object]) -> tuple[str, list[str], list[str]]:
+    def report_sections(
+        cls, runs: list[dict], advance: Callable[[int], object]
+    ) -> tuple[str, list[Markup], list[Markup]]:
         """``(a note on what the numbers mean, leaderboard HTML parts, figure HTML parts)`` for scored runs
         (each ``{"name", "path", "summary", "results", "info", "layout"}``): the report module's ``steps``
         and ``sections``."""

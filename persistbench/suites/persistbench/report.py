@@ -4,7 +4,6 @@ interval over cases) and contact sheets of the best and worst cases per subset."
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +14,7 @@ from ...dataset import Dataset
 from ...figures import data_uri, figure_png, fmt, pyplot, table
 from ...images import encode_image, list_images, read_image
 from ...layout import RunLayout
+from ...markup import Markup, join, tag
 from ...registry import METRICS, order
 from .scoring import SPLITS
 
@@ -161,7 +161,7 @@ def contact_sheet(case, run: RunLayout, result: dict, height: int = 96) -> bytes
 # ---------------------------------------------------------------- sections
 
 
-def _table(runs: list[dict], subset: str, metrics: list[str], table_id: str) -> str:
+def _table(runs: list[dict], subset: str, metrics: list[str], table_id: str) -> Markup:
     head = ["run", "model"] + [f"{m} {s}" for m in metrics for s in ("vis", "inv", "gap")]
     rows = []
     for r in runs:
@@ -188,7 +188,7 @@ def steps(runs: list[dict]) -> int:
     return 2 * len([s for s in runs[0]["summary"]["subsets"] if s != "all"]) + 1
 
 
-def _paper_sections(runs: list[dict]) -> tuple[str, list[str], list[str]]:
+def _paper_sections(runs: list[dict]) -> tuple[str, list[Markup], list[Markup]]:
     """``paper-v3``: the published layout, three scores x visible / invisible, overall and per group."""
     from .paper import PAPER_METRICS
     from .paper import SPLITS as PAPER_SPLITS
@@ -206,15 +206,15 @@ def _paper_sections(runs: list[dict]) -> tuple[str, list[str], list[str]]:
             rows.append(cells + [str(r["summary"].get("judge_failures", 0))])
         if rows:
             head = ["run", "model", "cases", *keys, "judge failures"]
-            board += [f"<h3>{html.escape(group)}</h3>", table(f"leaderboard-{group}", head, rows)]
+            board += [tag("h3", group), table(f"leaderboard-{group}", head, rows)]
     note = (
         "Protocol paper-v3 (the public toolkit's default-three-paper-v3): means over cases of each case's mean over "
         "its visible / invisible frames from the first visible one; (n) = cases with a value."
     )
-    return note, ["<h2>Leaderboard</h2>", *board], []
+    return note, [tag("h2", "Leaderboard"), *board], []
 
 
-def sections(runs: list[dict], advance: Callable[[int], object]) -> tuple[str, list[str], list[str]]:
+def sections(runs: list[dict], advance: Callable[[int], object]) -> tuple[str, list[Markup], list[Markup]]:
     """``(note, leaderboard parts, figure parts)`` of the page."""
     if _paper(runs):
         return _paper_sections(runs)
@@ -224,34 +224,45 @@ def sections(runs: list[dict], advance: Callable[[int], object]) -> tuple[str, l
         "Visible: the object is in the input view; invisible: it is off-screen, the frames that test memory. "
         "gap = visible - invisible."
     )
-    board = ["<h2>Leaderboard (all cases)</h2>", _table(runs, "all", metrics, "leaderboard")]
+    board = [tag("h2", "Leaderboard (all cases)"), _table(runs, "all", metrics, "leaderboard")]
     for s in subsets:
-        board += [f"<h3>{html.escape(s)}</h3>", _table(runs, s, metrics, f"leaderboard-{s}")]
-    figures = ["<h2>Visible vs invisible</h2>"]
+        board += [tag("h3", s), _table(runs, s, metrics, f"leaderboard-{s}")]
+    figures = [tag("h2", "Visible vs invisible")]
     for s in subsets:
-        figures.append(f'<img alt="bars {html.escape(s)}" src="{data_uri(bar_charts(runs, s, metrics))}">')
+        figures.append(tag("img", alt=f"bars {s}", src=data_uri(bar_charts(runs, s, metrics))))
         advance(1)
     figures += [
-        "<h2>Memory curves</h2><p class='note'>Each metric on the off-screen frames against the frames since the "
-        "object left the input view: mean over cases and 95% interval.</p>",
-        f'<img alt="memory curves" src="{data_uri(curves(runs, metrics))}">',
+        tag("h2", "Memory curves"),
+        tag(
+            "p",
+            "Each metric on the off-screen frames against the frames since the object left the input view: "
+            "mean over cases and 95% interval.",
+            class_="note",
+        ),
+        tag("img", alt="memory curves", src=data_uri(curves(runs, metrics))),
     ]
     advance(1)
     figures.append(_sheets(runs, subsets, advance))
     return note, board, figures
 
 
-def _sheets(runs: list[dict], subsets: list[str], advance: Callable[[int], object] = lambda n: None) -> str:
+def _sheets(runs: list[dict], subsets: list[str], advance: Callable[[int], object] = lambda n: None) -> Markup:
     """Best and worst cases per subset by invisible PSNR (else the first metric) of the first non-oracle run."""
     run = next((r for r in runs if not r["summary"].get("oracle")), runs[0])
     root = (run["info"] or {}).get("dataset", {}).get("root")
     if not root or not Path(root).is_dir():
-        return "<h2>Contact sheets</h2><p class='note'>The run's dataset is not here; no contact sheets.</p>"
+        return join(
+            tag("h2", "Contact sheets"), tag("p", "The run's dataset is not here; no contact sheets.", class_="note")
+        )
     ds = Dataset(root)
     parts = [
-        f"<h2>Contact sheets ({html.escape(run['name'])})</h2><p class='note'>Rows: input view, ground-truth "
-        "target, prediction, prediction with the ground-truth mask (green) and the model's mask (red). Columns: "
-        "frames across the off-screen window.</p>"
+        tag("h2", f"Contact sheets ({run['name']})"),
+        tag(
+            "p",
+            "Rows: input view, ground-truth target, prediction, prediction with the ground-truth mask (green) and "
+            "the model's mask (red). Columns: frames across the off-screen window.",
+            class_="note",
+        ),
     ]
     for s in subsets:
         advance(1)
@@ -266,8 +277,6 @@ def _sheets(runs: list[dict], subsets: list[str], advance: Callable[[int], objec
         ranked = sorted(scored, key=lambda c: c["means"]["invisible"][metric], reverse=good)
         for label, c in (("best", ranked[0]), ("worst", ranked[-1])):
             png = contact_sheet(ds.case(s, c["uid"]), run["layout"], c)
-            parts.append(
-                f"<h3>{html.escape(s)}, {label}: {html.escape(c['uid'])} (invisible {metric} "
-                f"{fmt(c['means']['invisible'][metric])})</h3><img alt='{label} {html.escape(s)}' src='{data_uri(png)}'>"
-            )
-    return "".join(parts)
+            heading = f"{s}, {label}: {c['uid']} (invisible {metric} {fmt(c['means']['invisible'][metric])})"
+            parts += [tag("h3", heading), tag("img", alt=f"{label} {s}", src=data_uri(png))]
+    return join(*parts)

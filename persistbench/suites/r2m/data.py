@@ -7,9 +7,7 @@ images works when they are in the checkout, and a link to anywhere else is refus
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import json
 import os
 import re
 from dataclasses import dataclass
@@ -19,6 +17,7 @@ from pathlib import Path, PurePosixPath
 import numpy as np
 
 from ...errors import PersistbenchError
+from ...files import read_json
 from ...names import check_name, child, is_inside
 from . import layout
 
@@ -31,27 +30,8 @@ MIN_PRINCIPAL = 1.0  # a frame of at least 2 x 2 pixels, which cropping and scal
 _FRAME_KEY = re.compile(r"[0-9]{1,6}")  # ASCII digits: str.isdigit() also takes superscripts and other scripts
 
 
-def _unique_keys(path: Path, pairs: list[tuple[str, object]]) -> dict:
-    """A JSON object's pairs as a dictionary; a key given twice (the last would silently win) is refused."""
-    out: dict = {}
-    for key, value in pairs:
-        if key in out:
-            raise PersistbenchError(f"{path}: key {key!r} appears twice in one object")
-        out[key] = value
-    return out
-
-
 def _read_json(path: Path) -> object:
-    try:
-        size = path.stat().st_size
-    except OSError as e:
-        raise PersistbenchError(f"{path}: cannot read ({e.strerror})") from None
-    if size > MAX_FILE_BYTES:
-        raise PersistbenchError(f"{path}: {size} bytes, larger than the {MAX_FILE_BYTES >> 20} MiB allowed")
-    try:
-        return json.loads(path.read_bytes(), object_pairs_hook=functools.partial(_unique_keys, path))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise PersistbenchError(f"{path}: not JSON: {e}") from None
+    return read_json(path, MAX_FILE_BYTES)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from ...fetch import Source, hub_errors
 from ...files import atomic_path, copy_bounded, write_json
 from ...images import image_size
 from ...layout import STATE_DIR, SUITE_FETCH_JSON
-from ...names import check_name
+from ...names import check_name, child, confined
 from ...timing import phase
 from . import layout
 
@@ -81,7 +81,7 @@ def fetch_images(
     names = sorted(names)
     result = RunResult("fetch", [])
     if not aggregate_only:
-        job = Job("fetch", functools.partial(_fetch_image, output=output, source=source), output / STATE_DIR / "fetch")
+        job = Job("fetch", functools.partial(_fetch_image, output=output, source=source), confined(output, STATE_DIR, "fetch"))
         todo = Selection(shard=shard).apply(names)
         result = (executor or SerialExecutor()).run(job, todo, key_of=str, progress=progress)
     if shard is not None or not result.ok:
@@ -103,7 +103,7 @@ def _fetch_image(name: str, output: Path, source: Source) -> None:
         src = source.get(f"{layout.HUB_IMAGES}/{name}")
         if src.stat().st_size > MAX_IMAGE_BYTES:
             raise PersistbenchError(f"{src}: larger than {MAX_IMAGE_BYTES >> 20} MiB; refused")
-        with atomic_path(output / layout.HUB_IMAGES / name) as tmp, open(src, "rb") as fin, open(tmp, "wb") as fout:
+        with atomic_path(child(output, layout.HUB_IMAGES, name)) as tmp, open(src, "rb") as fin, open(tmp, "wb") as fout:
             copy_bounded(fin, fout, MAX_IMAGE_BYTES, str(src))
             fout.flush()
             os.fsync(fout.fileno())

@@ -3,12 +3,12 @@ family and trajectory, and a MemoryGain-vs-DynamicRange scatter per metric (one 
 
 from __future__ import annotations
 
-import html
 from collections.abc import Callable
 
 import numpy as np
 
 from ...figures import data_uri, figure_png, fmt, pyplot, table
+from ...markup import Markup, tag
 from ...registry import families, order
 
 
@@ -79,7 +79,7 @@ def steps(runs: list[dict]) -> int:
     return 1 + len(_metrics(runs))
 
 
-def sections(runs: list[dict], advance: Callable[[int], object]) -> tuple[str, list[str], list[str]]:
+def sections(runs: list[dict], advance: Callable[[int], object]) -> tuple[str, list[Markup], list[Markup]]:
     families, metrics = _families(runs), _metrics(runs)
     note = (
         "NMR = MemoryGain / DynamicRange: how much more the return frames of a video match the first visit than "
@@ -100,20 +100,21 @@ def sections(runs: list[dict], advance: Callable[[int], object]) -> tuple[str, l
         ]
         rows.append(cells)
     notes = [
-        f"<p class='note'>{html.escape(r['name'])}: Overall n/a: {html.escape(r['summary']['overall_note'])}</p>"
+        tag("p", f"{r['name']}: Overall n/a: {r['summary']['overall_note']}", class_="note")
         for r in runs
         if r["summary"]["overall"] is None and r["summary"].get("overall_note")
     ]
     unavailable = {m: why for r in runs for m, why in r["summary"].get("unavailable", {}).items()}
-    notes += [f"<p class='note'>{html.escape(m)} unavailable: {html.escape(why)}</p>" for m, why in unavailable.items()]
-    board = ["<h2>Leaderboard (NMR)</h2>", table("leaderboard", head, rows), *notes]
+    notes += [tag("p", f"{m} unavailable: {why}", class_="note") for m, why in unavailable.items()]
+    board = [tag("h2", "Leaderboard (NMR)"), table("leaderboard", head, rows), *notes]
     figures = [
-        "<h2>NMR profile</h2><p class='note'>Per family and trajectory; dashed: NMR = 1.</p>",
-        f'<img alt="NMR profile" src="{data_uri(profile(runs))}">',
+        tag("h2", "NMR profile"),
+        tag("p", "Per family and trajectory; dashed: NMR = 1.", class_="note"),
+        tag("img", alt="NMR profile", src=data_uri(profile(runs))),
     ]
     advance(1)
-    figures.append("<h2>MemoryGain vs DynamicRange</h2><p class='note'>One point per video and metric.</p>")
+    figures += [tag("h2", "MemoryGain vs DynamicRange"), tag("p", "One point per video and metric.", class_="note")]
     for m in metrics:
-        figures.append(f'<img alt="MG vs DR {html.escape(m)}" src="{data_uri(scatter(runs, m))}">')
+        figures.append(tag("img", alt=f"MG vs DR {m}", src=data_uri(scatter(runs, m))))
         advance(1)
     return note, board, figures

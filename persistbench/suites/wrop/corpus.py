@@ -19,7 +19,6 @@ import contextlib
 import fnmatch
 import hashlib
 import io
-import json
 import os
 import re
 import tempfile
@@ -33,6 +32,8 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import PersistbenchError, UsageError
+from ...files import parse_json
+from ...safeload import load_npy_bytes
 from ...tarindex import REMOTE_CHUNK, ByteSource, HttpRange, LocalFile, TarIndex, build_index, cached_index, index_path
 from . import layout
 
@@ -313,10 +314,7 @@ class Archive:
     def metadata(self, sample: str) -> dict:
         if sample in self._metadata:
             return self._metadata[sample]
-        try:
-            data = json.loads(self.read(sample, layout.METADATA, MAX_METADATA))
-        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
-            raise PersistbenchError(f"{self.where(sample, layout.METADATA)}: not JSON: {e}") from None
+        data = parse_json(self.read(sample, layout.METADATA, MAX_METADATA), self.where(sample, layout.METADATA))
         if not isinstance(data, dict):
             raise PersistbenchError(f"{self.where(sample, layout.METADATA)}: must hold a JSON object")
         self._metadata[sample] = data
@@ -355,14 +353,20 @@ class Archive:
         """``trajectory.npz`` loaded with ``allow_pickle=False``, its decompressed size bounded."""
         where = self.where(sample, layout.TRAJECTORY)
         data = self.read(sample, layout.TRAJECTORY, MAX_TRAJECTORY)
+        out, left = {}, MAX_TRAJECTORY
         try:
             with zipfile.ZipFile(io.BytesIO(data)) as z:
-                if sum(i.file_size for i in z.infolist()) > MAX_TRAJECTORY:
-                    raise PersistbenchError(f"{where}: decompresses to more than {MAX_TRAJECTORY >> 20} MiB")
-            with np.load(io.BytesIO(data), allow_pickle=False) as npz:
-                return {k: npz[k] for k in npz.files}
-        except (ValueError, OSError, zipfile.BadZipFile, EOFError) as e:
+                for info in z.infolist():
+                    name = info.filename.removesuffix(".npy")
+                    with z.open(info) as member:  # read bounded: the declared sizes may lie
+                        raw = member.read(left + 1)
+                    left -= len(raw)
+                    if left < 0:
+                        raise PersistbenchError(f"{where}: decompresses to more than {MAX_TRAJECTORY >> 20} MiB")
+                    out[name] = load_npy_bytes(raw, f"{where}: {name}", objects=False)
+        except (ValueError, OSError, zipfile.BadZipFile, EOFError, NotImplementedError) as e:
             raise PersistbenchError(f"{where}: unsafe or malformed .npz: {e}".splitlines()[0]) from None
+        return out
 
 
 def _index_path(location: Location, entry: ArchiveEntry, source: ByteSource) -> Path:

@@ -22,6 +22,7 @@ from ...errors import PersistbenchError
 from ...executors import Executor, Job, RunResult, Selection, SerialExecutor, Shard
 from ...files import write_json, write_text
 from ...layout import STATE_DIR, SUITE_FETCH_JSON
+from ...names import confined
 from ...tarindex import LocalFile
 from ...timing import phase
 from . import corpus, layout
@@ -92,7 +93,7 @@ def fetch_corpus(
     result = RunResult("fetch", [])
     if not aggregate_only:
         work = functools.partial(_fetch_archive, output=output, where=location.id, entries=entries, sizes=sizes)
-        job = Job("fetch", work, output / STATE_DIR / "fetch", is_done)
+        job = Job("fetch", work, confined(output, STATE_DIR, "fetch"), is_done)
         todo = Selection(shard=shard).apply(chosen)
         result = (executor or SerialExecutor()).run(job, todo, key_of=lambda t: t, is_done=is_done, progress=progress)
     if shard is not None or not result.ok:
@@ -104,7 +105,7 @@ def fetch_corpus(
             "run every --shard first"
         )
     lines = "".join(f"{entries[t].sha256}  {layout.archive_name(t)}  {entries[t].members}\n" for t in chosen)
-    write_text(output / layout.CHECKSUMS, lines)
+    write_text(confined(output, *layout.CHECKSUMS.split("/")), lines)
     write_json(output / SUITE_FETCH_JSON, {"source": location.id, "tasks": chosen})
     result.value = len(chosen)
     return result
@@ -112,7 +113,7 @@ def fetch_corpus(
 
 def _complete(task: str, output: Path, entries: dict, sizes: dict[str, int]) -> bool:
     """Whether the task's archive is in place: its size and sha256 those of ``checksums.txt``."""
-    dest = output / layout.archive_path(task)
+    dest = confined(output, *layout.archive_path(task).split("/"))
     return (
         dest.is_file()
         and dest.stat().st_size == sizes[task]
@@ -125,7 +126,7 @@ def _fetch_archive(task: str, output: Path, where: str, entries: dict, sizes: di
     src = corpus.open_location(where).source(layout.archive_path(task))
     if src.size != sizes[task]:
         raise PersistbenchError(f"{src.name}: {src.size} bytes now, {sizes[task]} when the fetch began")
-    dest = output / layout.archive_path(task)
+    dest = confined(output, *layout.archive_path(task).split("/"))
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")
     with phase("transfer"):

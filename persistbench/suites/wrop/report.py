@@ -4,12 +4,12 @@ continuation)."""
 
 from __future__ import annotations
 
-import html
 from collections.abc import Callable
 
 import numpy as np
 
 from ...figures import data_uri, figure_png, fmt, pyplot, table
+from ...markup import Markup, tag
 from ...registry import order
 from .scoring import REGIONS
 
@@ -41,7 +41,7 @@ def steps(runs: list[dict]) -> int:
     return len(_metrics(runs))
 
 
-def sections(runs: list[dict], advance: Callable[[int], object]) -> tuple[str, list[str], list[str]]:
+def sections(runs: list[dict], advance: Callable[[int], object]) -> tuple[str, list[Markup], list[Markup]]:
     metrics = _metrics(runs)
     note = (
         "Continuation scores of our protocol wrop-cont-v1: each target frame against the target video, on the "
@@ -61,7 +61,7 @@ def sections(runs: list[dict], advance: Callable[[int], object]) -> tuple[str, l
                 block = s["overall"][region].get(m, {})
                 cells += [fmt(block.get("model")), fmt(block.get("gain"))]
         rows.append(cells)
-    board = ["<h2>Leaderboard (Overall)</h2>", table("leaderboard", [h.replace("  ", " ") for h in head], rows)]
+    board = [tag("h2", "Leaderboard (Overall)"), table("leaderboard", [h.replace("  ", " ") for h in head], rows)]
     categories = sorted({c for r in runs for c in r["summary"]["categories"]})
     cat_head = ["run", "category", "tasks"] + [f"{m} {region} gain" for region in REGIONS for m in metrics]
     cat_rows = [
@@ -71,14 +71,17 @@ def sections(runs: list[dict], advance: Callable[[int], object]) -> tuple[str, l
         for c in categories
         if c in r["summary"]["categories"]
     ]
-    board += ["<h2>Per category</h2>", table("categories", cat_head, cat_rows)]
+    board += [tag("h2", "Per category"), table("categories", cat_head, cat_rows)]
     excluded = sorted({t for r in runs for t in r["summary"].get("excluded_tasks", [])})
     if excluded:
-        board.append(f"<p class='note'>Excluded by the protocol: {html.escape(', '.join(excluded))}</p>")
+        board.append(tag("p", f"Excluded by the protocol: {', '.join(excluded)}", class_="note"))
     unavailable = {m: why for r in runs for m, why in r["summary"].get("unavailable", {}).items()}
-    board += [f"<p class='note'>{html.escape(m)} unavailable: {html.escape(why)}</p>" for m, why in unavailable.items()]
-    figures = ["<h2>Per-frame curves</h2><p class='note'>Mean over the cases that score each target frame.</p>"]
+    board += [tag("p", f"{m} unavailable: {why}", class_="note") for m, why in unavailable.items()]
+    figures = [
+        tag("h2", "Per-frame curves"),
+        tag("p", "Mean over the cases that score each target frame.", class_="note"),
+    ]
     for m in metrics:
-        figures.append(f'<img alt="curves {html.escape(m)}" src="{data_uri(curves(runs, m))}">')
+        figures.append(tag("img", alt=f"curves {m}", src=data_uri(curves(runs, m))))
         advance(1)
     return note, board, figures
