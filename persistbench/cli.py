@@ -214,7 +214,7 @@ def executor_options(f):
             "--workers",
             type=click.IntRange(1),
             default=None,
-            help="Cases at once (processes: default one per core; ray: default as many as the cluster's resources allow).",
+            help="Cases at once (processes: at most one per core; ray: at most what the cluster's resources allow; default: that many).",
         ),
         click.option(
             "--ray-address",
@@ -228,9 +228,7 @@ def executor_options(f):
             1.0,
             "Ray: CPUs each worker reserves (fractions allowed).",
         ),
-        _number(
-            "--gpus-per-task", FiniteFloat(0), 0.0, "Ray: GPUs each worker reserves (0.5: two workers per GPU)."
-        ),
+        _number("--gpus-per-task", FiniteFloat(0), 0.0, "Ray: GPUs each worker reserves (0.5: two workers per GPU)."),
         _number(
             "--max-retries",
             click.IntRange(0),

@@ -9,15 +9,14 @@ one case = fetch the source clip, then reconstruct.
 from __future__ import annotations
 
 import functools
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from . import web
 from .errors import PersistbenchError, UsageError
 from .executors import Executor, Job, Outcome, RunResult, Selection, SerialExecutor
-from .files import atomic_path, check_writable, copy_bounded, sha256_file, write_json
+from .files import check_writable, sha256_file, write_bytes, write_json
 from .index import completion_records, read_case_records, read_index, rebuild_index, recorded_sha256
 from .layout import RECIPES_PROVENANCE, STATE_DIR, SUBSETS, CacheLayout
 from .names import confined
@@ -53,10 +52,9 @@ def resolve_recipes(spec: str | None, cache: Path) -> RecipeSource:
     if spec.startswith(("http://", "https://")):
         target = CacheLayout(cache).recipes_copy(spec)
         try:
-            with urllib.request.urlopen(spec, timeout=60) as r, atomic_path(target) as tmp, open(tmp, "wb") as f:
-                copy_bounded(r, f, MAX_FILE_BYTES, spec)
-        except (urllib.error.URLError, OSError) as e:
-            raise PersistbenchError(f"{spec}: cannot fetch recipes: {getattr(e, 'reason', e)}") from None
+            write_bytes(target, web.request(spec, MAX_FILE_BYTES).body)
+        except PersistbenchError as e:
+            raise PersistbenchError(f"cannot fetch recipes: {e}") from None
         return RecipeSource(target, spec)
     if spec.startswith("hf://"):
         return _hf_recipes(spec, cache)

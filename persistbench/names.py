@@ -82,9 +82,19 @@ def confined(root: str | os.PathLike, *parts: str) -> Path:
     path = Path(root)
     for part in parts:
         path = path / part
-        if os.path.islink(path) and not is_inside(root, path):
-            raise PersistbenchError(f"{path}: a link that leads out of {root}; refusing to follow it")
+        if os.path.islink(path):
+            check_inside(root, path)
     return path
+
+
+def check_inside(root: str | os.PathLike, path: str | os.PathLike) -> None:
+    """Refuse ``path`` unless, links followed, it lies strictly inside ``root`` (the one rule for links).
+
+    Raises:
+        PersistbenchError: ``<path>: leads to <target>, outside <root>; links must stay inside it``.
+    """
+    if not is_inside(root, path):
+        raise PersistbenchError(f"{path}: leads to {os.path.realpath(path)}, outside {root}; links must stay inside it")
 
 
 def is_inside(root: str | os.PathLike, path: str | os.PathLike) -> bool:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from .errors import PersistbenchError
 from .files import read_json
+from .limits import MAX_PIXELS, MAX_SIDE
 from .names import name_problem
 from .registry import METRICS
 
@@ -77,8 +78,13 @@ def one_of(*values: object) -> Check:
 
 
 def size_hw(v: object) -> str | None:
+    """A frame size ``[height, width]``: sides in [16, 8192], at most 4K UHD in pixels, aspect at most 8."""
     ok = isinstance(v, list) and len(v) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
-    return None if ok and all(0 < x <= 8192 for x in v) else "must be [height, width], positive integers at most 8192"
+    if not ok or not all(16 <= x <= MAX_SIDE for x in v):
+        return f"must be [height, width], integers in [16, {MAX_SIDE}]"
+    if v[0] * v[1] > MAX_PIXELS or max(v) > 8 * min(v):
+        return f"must hold at most {MAX_PIXELS} pixels (4K UHD), with sides at most 8 times apart"
+    return None
 
 
 def section(fields: dict[str, Check]) -> Check:
@@ -143,7 +149,10 @@ def metric_list(allowed: tuple[str, ...]) -> Check:
         if not (isinstance(v, list) and v and all(isinstance(m, str) for m in v)):
             return "must be a non-empty list of metric names"
         unknown = sorted(set(v) - set(allowed))
-        return f"unknown {unknown}; known: {', '.join(allowed)}" if unknown else None
+        if unknown:
+            return f"unknown {unknown}; known: {', '.join(allowed)}"
+        twice = sorted({m for m in v if v.count(m) > 1})
+        return f"{', '.join(twice)} listed twice" if twice else None
 
     return check
 
@@ -196,6 +205,8 @@ def load_protocol(
     problem = next(problems(config, schema), None)
     if problem:
         raise PersistbenchError(f"{path}: {problem}")
+    if config["name"] not in shipped and shipped_path(config["name"]).is_file():
+        raise PersistbenchError(f"{path}: name {config['name']!r} is another suite's shipped protocol; choose another")
     sha = _canonical_sha256(config)
     original = shipped_path(config["name"])
     same = not original.is_file() or _canonical_sha256(read_json(original)) == sha

@@ -27,6 +27,7 @@ from .dataset import CaseWriter
 from .errors import PersistbenchError
 from .index import mark_complete
 from .layout import VIEWS, CaseId, case_dir
+from .limits import available_memory
 from .names import remove_tree
 from .recipes import LIMITS, Recipe, decode_mask_columns, fingerprint_distance, mask_pixels
 from .video import decode_with_pts, frames_at, probe
@@ -65,18 +66,6 @@ def memory_needed(recipe: Recipe, pano_width: int, pano_height: int) -> int:
     view = recipe.width * recipe.height
     maps = len(VIEWS) * 2 * view * 2 * 4  # per view and sampled size: two float32 maps
     return in_flight * pano + maps + len(VIEWS) * IN_FLIGHT * view * 4 + 16 * recipe.n_frames
-
-
-def available_memory() -> int | None:
-    """Bytes the system can still give (``MemAvailable``), or None where that is unknown."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
 
 
 def check_memory(recipe: Recipe, pano_width: int, pano_height: int, clip: object) -> None:

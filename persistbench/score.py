@@ -161,13 +161,18 @@ def coverage(suite: Suite, run: RunLayout, run_info: dict | None, cases: list, e
 
 
 def dataset_of(pred: str | Path) -> Path | str:
-    """The dataset a run was predicted on (a folder, or a URL), from its ``run.json``; a usage error when it
-    names none."""
+    """The dataset a run was predicted on, from its ``run.json``: a folder, or an ``hf://`` repository (read
+    through the Hub endpoint the user configured). A usage error when it names none, or an ``http(s)`` URL:
+    a shared run must not make ``score`` contact a server the user did not name."""
     info = read_run_info(RunLayout(Path(pred)))
     root = (info or {}).get("dataset", {}).get("root") if isinstance((info or {}).get("dataset"), dict) else None
     if not isinstance(root, str):
         raise UsageError(f"{pred}/run.json names no dataset: pass --dataset")
-    return root if "://" in root else Path(root)
+    if root.startswith("hf://"):
+        return root
+    if "://" in root:
+        raise UsageError(f"{pred}/run.json names the server {root[:200]}; to read it, pass --dataset {root[:200]}")
+    return Path(root)
 
 
 def recorded_options(run_info: dict | None, run: RunLayout) -> dict:

@@ -19,12 +19,11 @@ can be cached as JSON next to the archive, keyed by the archive's size and sha25
 from __future__ import annotations
 
 import os
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import web
 from .errors import PersistbenchError
 from .files import read_json, write_json
 
@@ -106,30 +105,29 @@ class HttpRange(ByteSource):
 
     read_ahead = REMOTE_CHUNK
 
-    def __init__(self, url: str, timeout: float = 60.0):
+    def __init__(self, url: str, timeout: float | None = None):
         self.url, self.name, self.timeout = url, url, timeout
-        req = urllib.request.Request(url, method="HEAD")
+        head = web.request(url, 0, method="HEAD", timeout=timeout)
         try:
-            with urllib.request.urlopen(req, timeout=timeout) as r:
-                self.size = int(r.headers["Content-Length"])
-                ranges = r.headers.get("Accept-Ranges", "")
-        except (urllib.error.URLError, OSError, KeyError, ValueError) as e:
-            raise PersistbenchError(f"{url}: cannot read the archive's size: {getattr(e, 'reason', e)}") from None
-        if ranges != "bytes":
+            self.size = int(head.headers["content-length"])
+        except (KeyError, ValueError):
+            raise PersistbenchError(f"{url}: cannot read the archive's size: no Content-Length") from None
+        if head.headers.get("accept-ranges", "") != "bytes":
             raise PersistbenchError(f"{url}: the server does not take Range requests; fetch the archive instead")
 
     def read(self, offset: int, n: int) -> bytes:
         if n <= 0 or offset >= self.size:
             return b""
         end = min(offset + n, self.size) - 1
-        req = urllib.request.Request(self.url, headers={"Range": f"bytes={offset}-{end}"})
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as r:
-                if r.status != 206:
-                    raise PersistbenchError(f"{self.url}: asked for bytes {offset}-{end}, got the whole file")
-                data = r.read(end - offset + 2)
-        except (urllib.error.URLError, OSError) as e:
-            raise PersistbenchError(f"{self.url}: bytes {offset}-{end}: {getattr(e, 'reason', e)}") from None
+            r = web.request(
+                self.url, end - offset + 1, headers={"Range": f"bytes={offset}-{end}"}, timeout=self.timeout
+            )
+        except PersistbenchError as e:
+            raise PersistbenchError(f"{e} (bytes {offset}-{end})") from None
+        if r.status != 206:
+            raise PersistbenchError(f"{self.url}: asked for bytes {offset}-{end}, got the whole file")
+        data = r.body
         if len(data) != end - offset + 1:
             raise PersistbenchError(f"{self.url}: bytes {offset}-{end}: got {len(data)} bytes")
         return data

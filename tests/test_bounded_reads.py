@@ -261,3 +261,74 @@ def test_run_json_options_are_checked_as_run_json(scored_hold, tmp_path, options
         if "run.json" in line
     )
     assert needle in line and "--per-task" not in line
+
+
+# ---------------------------------------------------------------- item 5: a slow-drip server
+
+
+@pytest.fixture
+def drip_server():
+    """A loopback HTTP server that sends its headers, then one byte a second."""
+    import http.server
+    import threading
+    import time
+
+    class Drip(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", "1000")
+            self.end_headers()
+            try:
+                for _ in range(1000):
+                    self.wfile.write(b"x")
+                    self.wfile.flush()
+                    time.sleep(1)
+            except OSError:
+                pass
+
+        do_HEAD = do_GET
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Drip)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def test_a_request_is_bounded_as_a_whole(drip_server):
+    import time
+
+    from persistbench.web import request
+
+    start = time.monotonic()
+    with pytest.raises(PersistbenchError, match=r"no complete answer within 2 s"):
+        request(drip_server + "/x", 10_000, timeout=2)
+    assert time.monotonic() - start < 10
+
+
+def test_fetching_a_wrop_corpus_from_a_drip_server_gives_up(drip_server, tmp_path):
+    import os
+
+    env = {**os.environ, "PERSISTBENCH_HTTP_TIMEOUT": "2"}
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "persistbench",
+            "fetch",
+            "--suite",
+            "wrop",
+            "--from",
+            drip_server,
+            "--output",
+            tmp_path / "o",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    refused(result, "no complete answer within 2 s")

@@ -37,9 +37,11 @@ def test_child_refuses_existing_links_that_leave_the_root(tmp_path):
     elsewhere.mkdir()
     (root / "scores").symlink_to(elsewhere)
     (root / "alias").symlink_to(root / "inner")
-    with pytest.raises(PersistbenchError, match=r"scores: a link that leads out of .*run; refusing to follow it"):
+    with pytest.raises(
+        PersistbenchError, match=r"scores: leads to .*elsewhere, outside .*run; links must stay inside it"
+    ):
         child(root, "scores", "x.json")
-    with pytest.raises(PersistbenchError, match="a link that leads out of"):
+    with pytest.raises(PersistbenchError, match="links must stay inside it"):
         confined(root, "scores")
     assert child(root, "alias", "x.json") == root / "alias" / "x.json"  # a link that stays inside is fine
     assert child(root, "new", "x.json") == root / "new" / "x.json"
@@ -57,7 +59,7 @@ def test_score_does_not_write_through_a_linked_scores_folder(r2m, tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (run / "scores").symlink_to(elsewhere)
-    refused(run_cli("score", "--pred", run, "--metrics", "frame_psnr"), "scores", "leads out of")
+    refused(run_cli("score", "--pred", run, "--metrics", "frame_psnr"), "scores", "links must stay inside it")
     assert list(elsewhere.iterdir()) == []
 
 
@@ -66,7 +68,9 @@ def test_r2m_fetch_does_not_write_images_through_a_link(r2m, tmp_path):
     out.mkdir()
     elsewhere.mkdir()
     (out / "test_imgs").symlink_to(elsewhere)
-    refused(run_cli("fetch", "--suite", "r2m", "--from", r2m, "--output", out), "test_imgs", "leads out of")
+    refused(
+        run_cli("fetch", "--suite", "r2m", "--from", r2m, "--output", out), "test_imgs", "links must stay inside it"
+    )
     assert list(elsewhere.iterdir()) == []
 
 
@@ -77,7 +81,9 @@ def test_wrop_fetch_does_not_write_tars_through_a_link(tmp_path):
     out.mkdir()
     elsewhere.mkdir()
     (out / "train").symlink_to(elsewhere)
-    refused(run_cli("fetch", "--suite", "wrop", "--from", corpus, "--output", out), "train", "leads out of")
+    refused(
+        run_cli("fetch", "--suite", "wrop", "--from", corpus, "--output", out), "train", "links must stay inside it"
+    )
     assert list(elsewhere.iterdir()) == []
 
 

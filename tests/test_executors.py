@@ -21,7 +21,7 @@ from click.testing import CliRunner
 
 from persistbench.cli import main
 from persistbench.download import DownloadOptions, download, resolve_recipes
-from persistbench.errors import UsageError
+from persistbench.errors import PersistbenchError, UsageError
 from persistbench.executors import ExecutorOptions, ProcessExecutor, Selection, Shard, read_records
 from persistbench.infer import InferOptions, infer
 from persistbench.report import build_report
@@ -388,3 +388,64 @@ def test_an_address_without_a_ray_cluster_is_one_line_at_once(ray_executor, data
     out = cli("infer", *args, "--executor", "ray", "--ray-address", f"127.0.0.1:{port}", code=1)
     assert f"--ray-address 127.0.0.1:{port}: no Ray cluster answers there" in out and time.perf_counter() - start < 30
     assert not (tmp_path / "run").exists()  # refused before anything is written
+
+
+def test_more_ray_workers_than_cpus_still_runs_every_case(ray_executor, sample_ds, tmp_path):
+    """Issue 22, item 5: --workers beyond the cluster's CPUs used to leave a case waiting for ever."""
+    ray_executor.workers = 10_000
+    try:
+        assert ray_executor.size() == 2
+        opts = InferOptions(dataset=sample_ds, output=tmp_path / "run", model="hold")
+        result = infer(opts, executor=ray_executor, progress=False)
+    finally:
+        ray_executor.workers = None
+    assert result.ok and result.count("done") == 8
+
+
+def test_ray_address_check_speaks_to_the_real_gcs_and_refuses_an_http_server(ray_executor):
+    import http.server
+    import threading
+
+    import ray
+
+    from persistbench.executors.ray import check_reachable
+
+    check_reachable(ray.get_runtime_context().gcs_address)  # the local cluster's GCS passes
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with pytest.raises(PersistbenchError, match="not a Ray cluster"):
+            check_reachable(f"127.0.0.1:{server.server_address[1]}")
+    finally:
+        server.shutdown()
+
+
+def test_a_local_ray_removes_its_session_folder():
+    pytest.importorskip("ray")
+    import shutil
+    import tempfile
+
+    tmp_path = Path(tempfile.mkdtemp(prefix="t", dir="/tmp"))  # short: Ray's socket paths must fit in 107 bytes
+
+    code = (
+        "import pathlib, sys; from persistbench.executors.ray import RayExecutor\n"
+        "with RayExecutor(num_cpus=1) as ex:\n"
+        "    print(len(list(pathlib.Path(sys.argv[1]).glob('pbray*'))), ex.size())\n"
+    )
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["1", "1"]  # its folder while it ran, one worker for one CPU
+    assert list(tmp_path.glob("pbray*")) == []
+    shutil.rmtree(tmp_path)
+
+
+def test_more_processes_than_cores_are_not_started():
+    from persistbench.executors.local import ProcessExecutor
+
+    ex = ProcessExecutor(workers=10_000)
+    assert (
+        ex.size()
+        == ex._pool_size()
+        == (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())
+    )

@@ -378,8 +378,14 @@ class PoolExecutor(Executor):
     def _stop(self) -> None:
         self.release_workers()
 
+    def size(self) -> int:
+        """Workers at once: ``workers``, at most :meth:`_pool_size` (more processes than cores only compete;
+        a Ray actor beyond the cluster's resources waits for ever while idle actors hold theirs)."""
+        pool = max(1, self._pool_size())
+        return min(self.workers, pool) if self.workers else pool
+
     def _results(self, job: Job, calls: deque[_Call]) -> Iterator[tuple[_Call, Outcome | WorkerLost]]:
-        size = max(1, self.workers or self._pool_size())
+        size = self.size()
         cwd = os.getcwd()
         busy: dict[Any, _Call] = {}
         try:

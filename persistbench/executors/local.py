@@ -89,7 +89,7 @@ class ProcessExecutor(PoolExecutor):
     def _spawn(self) -> _Process:
         ctx = multiprocessing.get_context("spawn")
         ours, theirs = ctx.Pipe()
-        threads = max(1, self._pool_size() // (self.workers or self._pool_size()))  # the cores, shared out
+        threads = max(1, self._pool_size() // self.size())  # the cores, shared out
         args = (theirs, os.getpid(), threads, self.worker_setup)
         process = ctx.Process(target=_serve, args=args, daemon=True)
         process.start()

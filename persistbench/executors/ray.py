@@ -13,7 +13,9 @@ from __future__ import annotations
 import logging
 import math
 import os
+import shutil
 import socket
+import tempfile
 from typing import Any
 
 from ..errors import PersistbenchError
@@ -40,10 +42,16 @@ def check_reachable(address: str) -> None:
         return
     host, _, port = address.rpartition(":")
     try:
-        socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S).close()
+        with socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S) as s:
+            # Ray's GCS speaks gRPC: HTTP/2, whose server answers a client preface with a SETTINGS frame
+            # (type 4). An HTTP/1 server answers with "HTTP/1.1 400", other servers with nothing.
+            s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+            head = s.recv(9)
     except (OSError, ValueError) as e:
         reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e) or type(e).__name__
         raise PersistbenchError(f"--ray-address {address}: no Ray cluster answers there ({reason})") from None
+    if len(head) < 4 or head[3] != 4:
+        raise PersistbenchError(f"--ray-address {address}: the server there is not a Ray cluster (no gRPC answer)")
 
 
 class _Worker:
@@ -90,6 +98,7 @@ class RayExecutor(PoolExecutor):
         self.address, self.num_cpus = address, num_cpus
         self.cpus_per_task, self.gpus_per_task = cpus_per_task, gpus_per_task
         self._owns = False
+        self._temp: str | None = None
         self._job: Job | None = None
         self._job_ref: Any = None
 
@@ -103,10 +112,17 @@ class RayExecutor(PoolExecutor):
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no network at run time
         options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.ERROR}
         if self.address is None:
-            options.update(num_cpus=self.num_cpus, object_store_memory=LOCAL_OBJECT_STORE)
+            # The session folder (logs, sockets) of a local Ray is ours, and goes when the run ends.
+            # Ray's socket paths must fit in 107 bytes: a long $TMPDIR falls back to /tmp.
+            base = tempfile.gettempdir()
+            self._temp = tempfile.mkdtemp(prefix="pbray", dir=base if len(base) <= 40 else "/tmp")
+            options.update(num_cpus=self.num_cpus, object_store_memory=LOCAL_OBJECT_STORE, _temp_dir=self._temp)
         try:
             ray.init(address=self.address, **options)
         except (ConnectionError, RuntimeError, ValueError) as e:
+            if self._temp is not None:
+                shutil.rmtree(self._temp, ignore_errors=True)
+                self._temp = None
             raise PersistbenchError(f"--ray-address {self.address}: cannot connect: {e}".splitlines()[0]) from None
         self._owns = True
 
@@ -116,6 +132,9 @@ class RayExecutor(PoolExecutor):
         if self._owns:
             import_ray().shutdown()
             self._owns = False
+        if self._temp is not None:
+            shutil.rmtree(self._temp, ignore_errors=True)
+            self._temp = None
 
     def _pool_size(self) -> int:
         resources = import_ray().cluster_resources()

@@ -81,7 +81,9 @@ def fetch_images(
     names = sorted(names)
     result = RunResult("fetch", [])
     if not aggregate_only:
-        job = Job("fetch", functools.partial(_fetch_image, output=output, source=source), confined(output, STATE_DIR, "fetch"))
+        job = Job(
+            "fetch", functools.partial(_fetch_image, output=output, source=source), confined(output, STATE_DIR, "fetch")
+        )
         todo = Selection(shard=shard).apply(names)
         result = (executor or SerialExecutor()).run(job, todo, key_of=str, progress=progress)
     if shard is not None or not result.ok:
@@ -103,7 +105,11 @@ def _fetch_image(name: str, output: Path, source: Source) -> None:
         src = source.get(f"{layout.HUB_IMAGES}/{name}")
         if src.stat().st_size > MAX_IMAGE_BYTES:
             raise PersistbenchError(f"{src}: larger than {MAX_IMAGE_BYTES >> 20} MiB; refused")
-        with atomic_path(child(output, layout.HUB_IMAGES, name)) as tmp, open(src, "rb") as fin, open(tmp, "wb") as fout:
+        with (
+            atomic_path(child(output, layout.HUB_IMAGES, name)) as tmp,
+            open(src, "rb") as fin,
+            open(tmp, "wb") as fout,
+        ):
             copy_bounded(fin, fout, MAX_IMAGE_BYTES, str(src))
             fout.flush()
             os.fsync(fout.fileno())

@@ -24,6 +24,8 @@ SAMPLER = "r2m-v1"
 VERSION = 1
 STATIC_POSITION = 1e-6  # m: a tail frame that moves less than this (and turns less than below) is static
 STATIC_YAW = 1e-4  # degrees
+# Pairs of one kind in a pair file or a protocol (upstream: 100 revisit, up to 100 short); each is scored.
+MAX_PAIRS = 1000
 
 
 def key(trajectory_sha256: str, params: dict) -> str:
@@ -113,32 +115,72 @@ def baseline_pairs(revisit: list[tuple[int, int]], n_eff: int, p: dict) -> list[
 
 
 def _baselines(revisit, n_eff: int, p: dict, tolerance) -> list[tuple[int, int]]:
+    """Upstream's draw (candidates ``(u, v)`` in ``u``-major, ``v``-ascending order, one chosen uniformly), counted
+    per ``u`` from prefix sums instead of enumerated: memory O(n_eff), time O(n_eff x revisit pairs) per pair,
+    where the candidate grid would be O(n_eff^2) (20,000 poses: 3.5 GiB)."""
     rng = np.random.default_rng(p["seed"] + 1)
     used = np.zeros(n_eff, bool)
     used[[f for pair in revisit for f in pair]] = True
+    free = np.concatenate([[0], np.cumsum(~used)])  # free[x + 1] = unused frames in [0, x]
     r = max(10, n_eff // 20)
-    rev = np.array(revisit, np.int64).reshape(-1, 2)
     tenth = max(n_eff / 10, 1.0)
     out = []
     for i, j in revisit:
         g, tol = j - i, tolerance(j - i)
+        dmin, dmax = max(1, g - tol), g + tol
         band = int(i // tenth)
         for widen in range(11):
             lo, hi = max(int((band - widen) * tenth), 0), min(int(np.ceil((band + 1 + widen) * tenth)), n_eff)
-            u, v = np.meshgrid(np.arange(lo, hi), np.arange(max(1, g - tol), g + tol + 1), indexing="ij")
-            u, v = u.ravel(), (u + v).ravel()
-            keep = v < n_eff
-            u, v = u[keep], v[keep]
-            keep = ~used[u] & ~used[v]
-            u, v = u[keep], v[keep]
-            near = (np.abs(u[:, None] - rev[None, :, 0]) <= r) & (np.abs(v[:, None] - rev[None, :, 1]) <= r)
-            u, v = u[~near.any(axis=1)], v[~near.any(axis=1)]
-            if len(u) >= 2 or (lo == 0 and hi == n_eff):
+            counts = _candidate_counts(lo, hi, dmin, dmax, n_eff, used, free, revisit, r)
+            total = int(counts.sum())
+            if total >= 2 or (lo == 0 and hi == n_eff):
                 break
-        if len(u):
-            k = int(rng.integers(len(u)))
-            out.append((int(u[k]), int(v[k])))
+        if total:
+            k = int(rng.integers(total))
+            at = int(np.searchsorted(np.cumsum(counts), k, side="right"))
+            u = lo + at
+            v = _candidates_of(u, dmin, dmax, n_eff, used, revisit, r)[k - int(counts[:at].sum())]
+            out.append((u, int(v)))
     return out
+
+
+def _forbidden(u: int, revisit, r: int) -> list[tuple[int, int]]:
+    """The ``v`` intervals that lie near a revisit pair whose first frame is near ``u`` (merged, sorted)."""
+    spans = sorted((b - r, b + r) for a, b in revisit if abs(u - a) <= r)
+    merged: list[tuple[int, int]] = []
+    for a, b in spans:
+        if merged and a <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+        else:
+            merged.append((a, b))
+    return merged
+
+
+def _candidate_counts(lo, hi, dmin, dmax, n_eff, used, free, revisit, r) -> np.ndarray:
+    """Per ``u`` in ``[lo, hi)``: how many ``v`` in ``[u + dmin, u + dmax]``, below ``n_eff``, are unused and
+    not near a revisit pair (``|u - i| <= r`` and ``|v - j| <= r``); 0 where ``u`` itself is used."""
+    counts = np.zeros(max(hi - lo, 0), np.int64)
+    # The revisit pairs near u change only where some |u - i| crosses r: constant between those points.
+    cuts = sorted({lo, hi, *(c for a, _ in revisit for c in (a - r, a + r + 1) if lo < c < hi)})
+    for s0, s1 in zip(cuts, cuts[1:]):
+        u = np.arange(s0, s1)
+        a = u + dmin
+        b = np.minimum(u + dmax, n_eff - 1)
+        c = np.where(b >= a, free[np.clip(b + 1, 0, n_eff)] - free[np.clip(a, 0, n_eff)], 0)
+        for fa, fb in _forbidden(s0, revisit, r):
+            x, y = np.maximum(a, fa), np.minimum(b, fb)
+            c -= np.where(y >= x, free[np.clip(y + 1, 0, n_eff)] - free[np.clip(x, 0, n_eff)], 0)
+        counts[s0 - lo : s1 - lo] = np.where(used[u], 0, c)
+    return counts
+
+
+def _candidates_of(u, dmin, dmax, n_eff, used, revisit, r) -> np.ndarray:
+    """The candidate ``v`` of one ``u``, ascending (those :func:`_candidate_counts` counts)."""
+    v = np.arange(u + dmin, min(u + dmax, n_eff - 1) + 1)
+    keep = ~used[v]
+    for fa, fb in _forbidden(u, revisit, r):
+        keep &= (v < fa) | (v > fb)
+    return v[keep]
 
 
 def short_pairs(n_revisit: int, n_eff: int, p: dict) -> list[tuple[int, int]]:
@@ -194,7 +236,7 @@ def check_pair_file(data: object, where: str, n_frames: int) -> dict:
         raise PersistbenchError(f"{where}: must be an object with revisit, baseline and short")
     for kind in ("revisit", "baseline", "short"):
         pairs = data.get(kind)
-        if not isinstance(pairs, list) or len(pairs) > 100_000:
+        if not isinstance(pairs, list) or len(pairs) > MAX_PAIRS:
             raise PersistbenchError(f"{where}: {kind}: must be a list of [a, b] frame pairs")
         for pair in pairs:
             ok = (

@@ -22,6 +22,7 @@ from ...pair_video import PairVideo
 from ...protocol import Protocol, interval, metric_list, number, one_of, section, size_hw
 from ...registry import METRICS, families, order
 from ..base import CaseScores
+from .pairs import MAX_PAIRS
 
 KINDS = ("revisit", "baseline", "short")
 PAIR_METRICS = tuple(m for m, spec in METRICS.items() if spec.kind == "pair")
@@ -39,11 +40,11 @@ SCHEMA = {
             "position_weight": number(0.0, 1e6),
             "fallback_below": number(0, 100_000, integer=True),
             "min_gap_fraction": number(0.0, 1.0),
-            "max_revisit": number(1, 100_000, integer=True),
+            "max_revisit": number(1, MAX_PAIRS, integer=True),
             "seed": number(0, 2**32 - 1, integer=True),
             "baseline_relax_below": number(0, 100_000, integer=True),
-            "max_short": number(1, 100_000, integer=True),
-            "min_short": number(1, 100_000, integer=True),
+            "max_short": number(1, MAX_PAIRS, integer=True),
+            "min_short": number(1, MAX_PAIRS, integer=True),
         }
     ),
     "frame_psnr": section({"cap_db": number(1.0, 1000.0)}),

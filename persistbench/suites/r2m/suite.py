@@ -25,6 +25,7 @@ from ...executors import RunResult
 from ...files import read_json, sha256_file, write_json
 from ...images import image_size, read_image
 from ...layout import STATE_DIR
+from ...limits import check_frame_size, check_memory
 from ...names import name_problem
 from ...protocol import Protocol
 from ...sampling import crop_box, crop_resize, fit_camera, target_size
@@ -32,8 +33,6 @@ from ...video import probe, read_frames
 from ..base import Prediction, Request, ScoreContext, Suite
 from . import layout, pairs, scoring
 from .data import Checkout, R2MCase, Trajectory, fps_of, read_trajectory
-
-MAX_IMAGE_SIDE = 8192
 
 
 @functools.lru_cache(maxsize=8)
@@ -53,9 +52,7 @@ def trajectory_of(case: R2MCase) -> Trajectory:
 def conditioning_image(case: R2MCase) -> np.ndarray:
     """The case's image ``(h, w, 3)`` uint8 RGB, decoded in full (a truncated file is refused), its size bounded
     from the header first; what both ``verify`` and ``infer`` read."""
-    h, w = image_size(case.image)
-    if max(h, w) > MAX_IMAGE_SIDE:
-        raise PersistbenchError(f"{case.image}: {w}x{h}, larger than {MAX_IMAGE_SIDE} pixels a side")
+    check_frame_size(case.image, *image_size(case.image))
     return read_image(case.image)
 
 
@@ -241,8 +238,6 @@ class R2MBench(Suite):
     # ---------------------------------------------------------------- scoring
 
     def score_case(self, ref, pred: VideoPrediction, protocol: Protocol, ctx: ScoreContext) -> dict:
-        from ...reconstruct import available_memory
-
         case = self.case(ref)
         n_poses = len(trajectory_of(case).poses)
         pair_file = self.pair_file(case, protocol)
@@ -250,12 +245,9 @@ class R2MBench(Suite):
             write_json(layout.pairs_path(ctx.scores_dir / layout.PAIRS_DIR, case.subset), pair_file)
         video = pred.files[0]
         info = probe(video)
-        if max(info["width"], info["height"]) > MAX_IMAGE_SIDE:
-            raise PersistbenchError(f"{video}: {info['width']}x{info['height']}, larger than {MAX_IMAGE_SIDE} a side")
+        check_frame_size(video, info["height"], info["width"])
         needed = {f for kind in scoring.KINDS for p in pair_file[kind] for f in p}
-        need, have = len(needed) * info["width"] * info["height"] * 3, available_memory()
-        if have is not None and need > have:
-            raise PersistbenchError(f"{video}: needs about {need / 2**30:.1f} GiB, {have / 2**30:.1f} GiB available")
+        check_memory(video, len(needed) * info["width"] * info["height"] * 3)
         frames, n_video = {}, 0
         for i, frame in enumerate(read_frames(video)):
             if i >= n_poses:  # frames beyond the trajectory are ignored

@@ -22,8 +22,6 @@ import io
 import os
 import re
 import tempfile
-import urllib.error
-import urllib.request
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ... import web
 from ...errors import PersistbenchError, UsageError
 from ...files import parse_json
 from ...safeload import load_npy_bytes
@@ -109,15 +108,7 @@ class HttpCorpus(Location):
         self.id = self.base
 
     def read(self, path: str, limit: int) -> bytes:
-        url = self.base + path
-        try:
-            with urllib.request.urlopen(url, timeout=60) as r:
-                data = r.read(limit + 1)
-        except (urllib.error.URLError, OSError) as e:
-            raise PersistbenchError(f"{url}: cannot read: {getattr(e, 'reason', e)}") from None
-        if len(data) > limit:
-            raise PersistbenchError(f"{url}: larger than {limit} bytes")
-        return data
+        return web.request(self.base + path, limit).body
 
     def source(self, path: str) -> HttpRange:
         return HttpRange(self.base + path)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -24,14 +25,14 @@ from ...errors import PersistbenchError, UsageError
 from ...executors import RunResult
 from ...files import read_json
 from ...layout import STATE_DIR, RunLayout
+from ...limits import MAX_FRAMES, check_frame_size, check_memory
 from ...names import name_problem
 from ...protocol import Protocol
+from ...runs import case_record
 from ...sampling import crop_box, crop_resize, sample_indices, target_size
 from ...video import probe, read_frames
 from ..base import CaseRef, Prediction, Request, ScoreContext, Suite
 from . import corpus, layout, scoring
-
-MAX_SIDE = 4096
 
 
 @functools.lru_cache(maxsize=4)
@@ -43,6 +44,13 @@ def _location(root: str) -> corpus.Location:
 def _archive(location: corpus.Location, entry: corpus.ArchiveEntry) -> corpus.Archive:
     """An archive opened once per process (its index and parsed metadata kept for the next case)."""
     return corpus.open_archive(location, entry)
+
+
+@dataclass(frozen=True)
+class WropPrediction(Prediction):
+    """A run's ``gen.mp4``, with the ``(w, h)`` its ``case.json`` says the model was asked for."""
+
+    asked: tuple[int, int] | None = None
 
 
 class Wrop(Suite):
@@ -176,8 +184,7 @@ class Wrop(Suite):
         for video in (layout.INPUT_VIDEO, layout.TARGET_VIDEO):
             with archive.video(sample, video) as source:
                 info = probe(source)
-            if max(info["width"], info["height"]) > MAX_SIDE:
-                raise PersistbenchError(f"{archive.where(sample, video)}: larger than {MAX_SIDE} pixels a side")
+            check_frame_size(archive.where(sample, video), info["height"], info["width"])
 
     # ---------------------------------------------------------------- getting the data
 
@@ -223,9 +230,13 @@ class Wrop(Suite):
         where = archive.where(sample, video)
         with archive.video(sample, video) as source:
             info = probe(source)
-            if max(info["width"], info["height"]) > MAX_SIDE:
-                raise PersistbenchError(f"{where}: {info['width']}x{info['height']}, larger than {MAX_SIDE} a side")
-            frames = list(read_frames(source))
+            check_frame_size(where, info["height"], info["width"])
+            check_memory(where, MAX_FRAMES * info["height"] * info["width"] * 3)
+            frames = []
+            for frame in read_frames(source):
+                if len(frames) == MAX_FRAMES:
+                    raise PersistbenchError(f"{where}: more than the {MAX_FRAMES} frames allowed")
+                frames.append(frame)
         if not frames:
             raise PersistbenchError(f"{where}: no frames")
         return np.stack(frames), info["fps"]
@@ -258,8 +269,12 @@ class Wrop(Suite):
     # ---------------------------------------------------------------- predictions
 
     def read_prediction(self, run: Path, run_info, ref) -> Prediction | None:
-        path = RunLayout(Path(run)).video_path(ref.subset, ref.case_id)
-        return Prediction((path,), None) if path.is_file() else None
+        layout_ = RunLayout(Path(run))
+        path = layout_.video_path(ref.subset, ref.case_id)
+        if not path.is_file():
+            return None
+        asked = (case_record(layout_, ref.subset, ref.case_id) or {}).get("size")
+        return WropPrediction((path,), None, tuple(asked) if asked else None)
 
     def predicted(self, run: Path, run_info) -> set[str]:
         out = set()
@@ -280,8 +295,12 @@ class Wrop(Suite):
         last = self._decode(archive, sample, layout.INPUT_VIDEO)[0][-1]
         video = pred.files[0]
         info = probe(video)
-        if max(info["width"], info["height"]) > MAX_SIDE:
-            raise PersistbenchError(f"{video}: {info['width']}x{info['height']}, larger than {MAX_SIDE} a side")
+        asked = getattr(pred, "asked", None)
+        if asked is not None and (info["width"], info["height"]) != asked:
+            raise PersistbenchError(
+                f"{video}: {info['width']}x{info['height']} frames, the case asked for {asked[0]}x{asked[1]} (case.json)"
+            )
+        check_frame_size(video, info["height"], info["width"])
         preds = []
         for frame in read_frames(video):
             if len(preds) == len(targets):  # frames beyond the target's length are ignored
