@@ -82,7 +82,7 @@ def test_yaw_is_unwrapped_across_180_degrees(tree):
             "frame 2: extrinsic is not a rigid",
         ),
         (lambda d: d["1"].update(K=[[1, 0], [0, 1]]), "frame 1: K: must be a 3x3 matrix"),
-        (lambda d: d["0"].update(extrinsic=[[float("nan")] * 4] * 4), "holds NaN"),
+        (lambda d: d["0"].update(extrinsic=[[float("nan")] * 4] * 4), "NaN is not JSON"),
     ],
 )
 def test_bad_trajectories_are_refused_naming_the_file(tree, tmp_path, damage, needle):

@@ -372,8 +372,9 @@ def test_object_npz_and_unknown_task(roll_members, tmp_path):
     bad[name] = buf.getvalue()
     root = write_corpus(tmp_path / "npz", {"ball_roll_occluder": bad})
     result = CliRunner().invoke(main, ["verify", str(root), "--no-progress"])
-    assert result.exit_code == 1 and f"ball_roll_occluder_task.tar: {name}: unsafe or malformed .npz" in result.output
-    with pytest.raises(PersistbenchError, match="Object arrays cannot be loaded"):
+    line = f"ball_roll_occluder_task.tar: {name}: xpos: unsafe or malformed .npy file: holds Python objects"
+    assert result.exit_code == 1 and line in result.output
+    with pytest.raises(PersistbenchError, match="holds Python objects"):
         suite = open_suite(root)
         suite.archive("ball_roll_occluder").trajectory("ball_roll_occluder_0002")
     # a task whose metadata names no category, and no --categories file that maps it

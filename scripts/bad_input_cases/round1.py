@@ -60,7 +60,7 @@ def recipe_cases(work: Path) -> None:
         ("source.n_frames 1e12", lambda o: o["source"].update(n_frames=10**12), "source.n_frames"),
         ("source.width 1e6", lambda o: o["source"].update(width=10**6), "source.width"),
         ("source.fps 0", lambda o: o["source"].update(fps=0), "source.fps"),
-        ("source.fps NaN", lambda o: o["source"].update(fps=float("nan")), "source.fps"),
+        ("source.fps NaN", lambda o: o["source"].update(fps=float("nan")), "NaN is not JSON"),  # strict JSON first
         ("source.start -1", lambda o: o["source"].update(start=-1), "source.start"),
         ("mask size 1e6 x 1e6", lambda o: o["object"]["masks"][0].update(size=[10**6, 10**6]), "object.masks[0]"),
         ("mask RLE garbage", lambda o: o["object"]["masks"][3].update(counts="\x7f\x7f"), "object.masks[3]"),
@@ -73,7 +73,7 @@ def recipe_cases(work: Path) -> None:
     ]
     for name, edit, needle in sizes:
         case(name, edit, needle)
-    case("not JSON", lambda o: None, "r.jsonl:1: not valid JSON", raw="{nope\n")
+    case("not JSON", lambda o: None, "r.jsonl:1: not JSON", raw="{nope\n")
     case("empty file", lambda o: None, "r.jsonl: no recipes", raw="\n")
 
 
@@ -208,7 +208,7 @@ def run_cases(work: Path, ds: Path, run: Path) -> None:
             case_json(lambda i: i["frame_indices"].__setitem__(0, 10**6)),
             "frame indices do not fit",
         ),
-        ("case.json size negative", case_json(lambda i: i.update(size=[-1, 5])), "size must be"),
+        ("case.json size negative", case_json(lambda i: i.update(size=[-1, 5])), "size: must be"),
         (
             "prediction frame wrong size",
             lambda r: write_image(next(r.glob("*/*/frames/frame_0001.png")), np.zeros((5, 5, 3), np.uint8)),
@@ -226,7 +226,7 @@ def run_cases(work: Path, ds: Path, run: Path) -> None:
             "predicted frames, expected",
         ),
         ("run.json not an object", lambda r: (r / "run.json").write_text("[1]"), "must hold a JSON object"),
-        ("run.json not JSON", lambda r: (r / "run.json").write_text("{"), "cannot read JSON"),
+        ("run.json not JSON", lambda r: (r / "run.json").write_text("{"), "run.json: not JSON"),
         (
             "public case_ids ../../x",
             lambda r: (r / "run.json").write_text(

@@ -8,6 +8,7 @@ images works when they are in the checkout, and a link to anywhere else is refus
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from dataclasses import dataclass
 from functools import cached_property
@@ -16,7 +17,7 @@ from pathlib import Path, PurePosixPath
 import numpy as np
 
 from ...errors import PersistbenchError
-from ...files import read_json
+from ...files import parse_json, read_bounded, read_json
 from ...names import check_inside, check_name, child
 from . import layout
 
@@ -74,7 +75,8 @@ def _check_k(k: np.ndarray, where: str) -> None:
 
 def read_trajectory(path: Path) -> Trajectory:
     """Poses in the order of their integer keys (the file's key order does not matter); every frame checked."""
-    data = _read_json(path)
+    raw = read_bounded(path, MAX_FILE_BYTES)  # parsed and hashed from the same bytes
+    data = parse_json(raw, path)
     if not isinstance(data, dict) or not data:
         raise PersistbenchError(f"{path}: must be an object of frame number -> {{extrinsic, K}}")
     if len(data) > MAX_POSES:
@@ -102,7 +104,7 @@ def read_trajectory(path: Path) -> Trajectory:
         elif not np.array_equal(kk, k):
             raise PersistbenchError(f"{path}: frame {key}: K differs from frame 0's (one camera per trajectory)")
         poses.append(pose)
-    return Trajectory(np.stack(poses), k, hashlib.sha256(path.read_bytes()).hexdigest())
+    return Trajectory(np.stack(poses), k, hashlib.sha256(raw).hexdigest())
 
 
 @dataclass(frozen=True)
@@ -194,7 +196,8 @@ class Checkout:
         for t in self.trajectories:
             for path in (self.meta_file(t), self.trajectory_file(t)):
                 h.update(f"{path.relative_to(self.root).as_posix()}\n".encode())
-                h.update(hashlib.sha256(path.read_bytes()).digest() if path.is_file() else b"missing")
+                present = os.path.lexists(path)
+                h.update(hashlib.sha256(read_bounded(path, MAX_FILE_BYTES)).digest() if present else b"missing")
         return h.hexdigest()
 
 
