@@ -8,6 +8,7 @@ use matplotlib (the ``report`` extra); every image is inlined as a PNG data URI.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from .errors import PersistbenchError
@@ -21,26 +22,25 @@ from .markup import Markup, join, page, tag
 def _load_run(path: Path, protocol: str | None) -> dict:
     run = RunLayout(path)
     if protocol is None:
-        scored = sorted(d.name for d in (path / "scores").glob("*") if (d / "summary.json").is_file())
+        scored = sorted(d.name for d in (path / "scores").glob("*") if os.path.lexists(d / "summary.json"))
         if len(scored) > 1:
             raise PersistbenchError(f"{path}: scored with several protocols ({', '.join(scored)}); pass --protocol")
         if not scored:
             raise PersistbenchError(f"{path}: not scored; run persistbench score --pred {path}")
         protocol = scored[0]
-    try:
-        summary = read_json(run.summary_json(protocol))
-        results = read_json(run.results_json(protocol))
-    except PersistbenchError:
-        raise PersistbenchError(
-            f"{path}: not scored with protocol {protocol}; run persistbench score --pred {path}"
-        ) from None
+    files = (run.summary_json(protocol), run.results_json(protocol))
+    if not all(os.path.lexists(f) for f in files):
+        raise PersistbenchError(f"{path}: not scored with protocol {protocol}; run persistbench score --pred {path}")
+    summary, results = (read_json(f) for f in files)  # there but unreadable: the reader's one line
+    if not (isinstance(summary, dict) and isinstance(results, dict)):
+        raise PersistbenchError(f"{path}: summary.json and results.json must hold JSON objects")
     return {
         "name": path.name,
         "path": path,
         "layout": run,
         "summary": summary,
         "results": results,
-        "info": read_json(run.run_json) if run.run_json.is_file() else None,
+        "info": read_json(run.run_json) if os.path.lexists(run.run_json) else None,
     }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import asdict, dataclass, field, fields
 
@@ -102,19 +103,23 @@ def _record_problem(info: dict, subset: str, case_id: str) -> str | None:
 
 
 def case_record(run: RunLayout, subset: str, case_id: str) -> dict | None:
-    """The case's ``case.json`` (written last) when there is one for this case, else None.
+    """The case's ``case.json`` (written last, by rename) when there is one, else None.
 
-    Its fields are checked as untrusted input (``files``: names inside the case's folder, each with a
-    sha256; ``size``: ``[w, h]``; a suite's own fields: bounded integers, short texts, lists of integers);
-    a bad one is refused naming the file and the field.
+    It is read as untrusted input: a file that is there but cannot be read (not a regular file, too large,
+    not strict JSON), that names another case, or whose fields are out of bounds (``files``: names inside
+    the case's folder, each with a sha256; ``size``: ``[w, h]``; a suite's own fields: bounded integers,
+    short texts, lists of integers) is refused naming the file and the problem.
     """
     path = run.case_json(subset, case_id)
-    try:
-        info = read_json(path)
-    except PersistbenchError:
+    if not os.path.lexists(path):
         return None
-    if not (isinstance(info, dict) and info.get("uid") == case_id):
-        return None
+    info = read_json(path)
+    if not isinstance(info, dict):
+        raise PersistbenchError(f"{path}: must hold a JSON object")
+    if info.get("uid") != case_id:
+        raise PersistbenchError(
+            f"{path}: uid {str(info.get('uid'))[:MAX_RECORD_TEXT]!r} is not this case's ({case_id})"
+        )
     problem = _record_problem(info, subset, case_id)
     if problem:
         raise PersistbenchError(f"{path}: {problem}")

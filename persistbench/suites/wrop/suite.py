@@ -69,6 +69,7 @@ class Wrop(Suite):
         per_task = self.options.get("per_task")
         if per_task is not None and (isinstance(per_task, bool) or not isinstance(per_task, int) or per_task < 1):
             raise UsageError(f"--per-task {per_task}: must be a positive integer")
+        _ = self._mapping  # a --categories file is checked now, whether or not a task needs it
 
     @classmethod
     def detect(cls, root: Path) -> bool:
