@@ -285,7 +285,7 @@ def test_values_from_runs_never_become_markup(demo_dir, tmp_path):
         path.write_text(json.dumps(summary))
     pages = []
     for runs, name in ((sorted(hostile.iterdir()), "pb.html"), (sorted(r2m.iterdir()), "r2m.html")):
-        result = CliRunner().invoke(main, ["report", *map(str, runs), "--out", str(tmp_path / name), "--no-progress"])
+        result = CliRunner().invoke(main, ["report", *map(str, runs), "--out", str(tmp_path / name)])
         assert result.exit_code == 0, result.output
         text = (tmp_path / name).read_text()
         assert "<script>document" not in text and text.count("<script>") == 1
