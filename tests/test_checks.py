@@ -16,6 +16,7 @@ import sys
 import tarfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from persistbench.errors import PersistbenchError
@@ -380,3 +381,40 @@ def test_run_json_fields_are_checked_before_they_reach_the_outputs(r2m, hold_run
     result = run_cli("score", "--pred", hold_run, "--dataset", r2m, "--metrics", "frame_psnr", "--no-progress")
     refused(result, str(run_json), needle)
     assert snapshot(hold_run) == before
+
+
+def test_rotations_that_drift_as_upstreams_real_files_do_are_read(checkout):
+    """Upstream's trajectory_WSLRRLL_30s.json is orthonormal only to 6.1e-4 (determinant 0.99973 at frame 139)."""
+
+    def drift(data: dict) -> None:
+        for key in ("10", "20"):
+            e = data[key]["extrinsic"]
+            for r in range(3):
+                e[r][:3] = [v * (1 - 3e-4) + (6e-4 if c == (r + 1) % 3 else 0) for c, v in enumerate(e[r][:3])]
+
+    _edit_trajectory(checkout, drift)
+    result = run_cli("verify", checkout, "--no-progress")
+    assert result.returncode == 0, result.stdout + result.stderr
+    from persistbench.suites.r2m.data import read_trajectory
+
+    traj = read_trajectory(layout.trajectory_path(checkout, "DDDAAA"))
+    r = traj.rigid_poses[10, :3, :3]
+    assert abs(traj.poses[10, 0, 0] - r[0, 0]) > 1e-5 and abs(r @ r.T - np.eye(3)).max() < 1e-12
+    assert (traj.rigid_poses[0] == traj.poses[0]).all()  # an orthonormal rotation is kept bit for bit
+
+
+@pytest.mark.parametrize(
+    ("edit", "needle"),
+    [
+        (lambda d: d["3"]["extrinsic"][0].__setitem__(3, 1e300), "frame 3: extrinsic: a position beyond 1e+06 m"),
+    ],
+)
+def test_positions_beyond_any_scene_are_refused(checkout, edit, needle):
+    _edit_trajectory(checkout, edit)
+    refused(run_cli("verify", checkout, "--no-progress"), needle)
+
+
+def test_a_metadata_file_that_lists_no_case_is_refused(checkout):
+    path = layout.meta_path(checkout, "DDDAAA")
+    path.write_text("[]")
+    refused(run_cli("verify", checkout, "--no-progress"), path.name, "must be a list of 1 to")

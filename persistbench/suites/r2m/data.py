@@ -24,6 +24,10 @@ from . import layout
 MAX_FILE_BYTES = 64 << 20  # a 10,000-pose trajectory is ~4 MB of JSON
 # Upstream's trajectories have 481 poses (30 s at 16 fps); revisit detection is quadratic in the poses.
 MAX_POSES = 10_000
+# |R R^T - I| per entry: upstream's own trajectory_WSLRRLL_30s.json drifts to 6.1e-4 (determinant 0.99973 at
+# frame 139, rounding its writer accumulated); three times that is still a rotation to a tenth of a degree.
+ROTATION_TOLERANCE = 2e-3
+MAX_TRANSLATION = 1e6  # metres from the origin: far beyond any scene, far below where distances overflow
 MAX_CASES = 10_000
 MAX_PROMPT = 10_000
 MAX_PRINCIPAL = 8192.0  # pixels: a frame of at most 16384 a side
@@ -42,6 +46,19 @@ class Trajectory:
     poses: np.ndarray
     k: np.ndarray
     sha256: str  # of the file's bytes: what pair files are keyed by
+
+    @property
+    def rigid_poses(self) -> np.ndarray:
+        """``(T, 4, 4)`` poses whose rotations, where they drift from orthonormal by more than 1e-12, are replaced
+        by the nearest rotation (SVD): what the cameras handed to models use. Pair sampling reads the file's
+        numbers as they are, as upstream does."""
+        r = self.poses[:, :3, :3]
+        drift = np.abs(r @ np.swapaxes(r, 1, 2) - np.eye(3)).max(axis=(1, 2)) > 1e-12
+        out = self.poses.copy()
+        if drift.any():
+            u, _, vt = np.linalg.svd(r[drift])
+            out[drift, :3, :3] = u @ vt
+        return out
 
     @property
     def size(self) -> tuple[int, int]:
@@ -93,8 +110,10 @@ def read_trajectory(path: Path) -> Trajectory:
             raise PersistbenchError(f"{path}: frame {key}: needs 'extrinsic' and 'K'")
         pose = _matrix(entry["extrinsic"], 4, f"{path}: frame {key}: extrinsic")
         r = pose[:3, :3]
-        if not np.allclose(r @ r.T, np.eye(3), atol=1e-4) or not np.allclose(pose[3], [0, 0, 0, 1]):
+        if not np.allclose(r @ r.T, np.eye(3), atol=ROTATION_TOLERANCE) or not np.allclose(pose[3], [0, 0, 0, 1]):
             raise PersistbenchError(f"{path}: frame {key}: extrinsic is not a rigid camera-to-world transform")
+        if not np.all(np.abs(pose[:3, 3]) <= MAX_TRANSLATION):
+            raise PersistbenchError(f"{path}: frame {key}: extrinsic: a position beyond {MAX_TRANSLATION:g} m")
         if np.linalg.det(r) < 0:
             raise PersistbenchError(f"{path}: frame {key}: extrinsic is a reflection (determinant -1), not a rotation")
         kk = _matrix(entry["K"], 3, f"{path}: frame {key}: K")
@@ -168,8 +187,8 @@ class Checkout:
             path = self.meta_file(t)
             trajectory = self.trajectory_file(t)
             entries = _read_json(path)
-            if not isinstance(entries, list) or len(entries) > MAX_CASES:
-                raise PersistbenchError(f"{path}: must be a list of at most {MAX_CASES} specs")
+            if not isinstance(entries, list) or not 0 < len(entries) <= MAX_CASES:
+                raise PersistbenchError(f"{path}: must be a list of 1 to {MAX_CASES} specs")
             seen: set[str] = set()
             for n, e in enumerate(entries):
                 where = f"{path}: entry {n}"

@@ -174,7 +174,7 @@ class R2MBench(Suite):
         h, w = image.shape[:2]
         out = target_size((h, w), resolution)
         frame = crop_resize(image, crop_box((h, w), resolution), out)
-        cam = fit_camera(Camera(traj.k, *traj.size, traj.poses), crop_box(traj.size, out), out)
+        cam = fit_camera(Camera(traj.k, *traj.size, traj.rigid_poses), crop_box(traj.size, out), out)
         return Request(
             fields={
                 "uid": case.case_id,
