@@ -18,6 +18,7 @@ import json
 
 import numpy as np
 
+from . import upstream_pairs
 from .data import Trajectory, yaw_degrees
 
 SAMPLER = "r2m-v1"
@@ -29,10 +30,9 @@ MAX_PAIRS = 1000
 
 
 def key(trajectory_sha256: str, params: dict) -> str:
-    """What a pair list is keyed by: the trajectory's bytes, the sampler's parameters and its version."""
-    text = json.dumps(
-        {"trajectory": trajectory_sha256, "params": params, "sampler": SAMPLER, "version": VERSION}, sort_keys=True
-    )
+    """What a pair list is keyed by: the trajectory's bytes, the sampler and its parameters, the version."""
+    fields = {"trajectory": trajectory_sha256, "params": params, "sampler": params["sampler"], "version": VERSION}
+    text = json.dumps(fields, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -199,7 +199,13 @@ def short_pairs(n_revisit: int, n_eff: int, p: dict) -> list[tuple[int, int]]:
 
 
 def build(trajectory: Trajectory, params: dict) -> dict:
-    """The pair file of a trajectory: ``{"revisit", "baseline", "short", "meta"}`` (upstream's form)."""
+    """The pair file of a trajectory: ``{"revisit", "baseline", "short", "meta"}`` (upstream's form), by the
+    sampler ``params["sampler"]`` names: ours (``r2m-v1``) or upstream's (:mod:`.upstream_pairs`)."""
+    if params["sampler"] == upstream_pairs.SAMPLER:
+        lists, info = upstream_pairs.sample(trajectory.poses, params)
+        meta = {"sampler": upstream_pairs.SAMPLER, "key": key(trajectory.sha256, params)}
+        meta |= {"trajectory_sha256": trajectory.sha256, "params": params, "n_frames": len(trajectory.poses), **info}
+        return {kind: [list(p) for p in lists[kind]] for kind in ("revisit", "baseline", "short")} | {"meta": meta}
     positions = trajectory.poses[:, :3, 3]
     yaw = yaw_degrees(trajectory.poses)
     n_eff = effective_length(positions, yaw)

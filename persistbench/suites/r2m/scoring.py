@@ -19,32 +19,55 @@ import numpy as np
 from ...backends import BackendUnavailable, check_backend, merged_provenance, provenance
 from ...backends.judge import failure_line, merge_tallies, tally
 from ...pair_video import PairVideo
-from ...protocol import Protocol, interval, metric_list, number, one_of, section, size_hw
+from ...protocol import Check, Protocol, interval, metric_list, number, one_of, section, size_hw
 from ...registry import METRICS, families, order
 from ..base import CaseScores
+from . import pairs, upstream_pairs
 from .pairs import MAX_PAIRS
 
 KINDS = ("revisit", "baseline", "short")
 PAIR_METRICS = tuple(m for m, spec in METRICS.items() if spec.kind == "pair")
 
+
+def by_sampler(variants: dict[str, dict[str, Check]]) -> Check:
+    """The ``pairs`` section: ``sampler`` names one of ``variants``, whose fields the rest must be."""
+    checks = {name: section({"sampler": one_of(name), **fields}) for name, fields in variants.items()}
+
+    def check(v: object) -> str | None:
+        name = v.get("sampler") if isinstance(v, dict) else None
+        if not isinstance(name, str) or name not in checks:
+            return f"sampler: must be one of {', '.join(checks)}"
+        return checks[name](v)
+
+    return check
+
+
 SCHEMA = {
     "metrics": metric_list(PAIR_METRICS),
-    "pairs": section(
+    "pairs": by_sampler(
         {
-            "sampler": one_of("r2m-v1"),
-            "yaw_tol_deg": interval(0.0, 90.0),
-            "pos_tol_m": interval(0.0, 100.0),
-            "translation_m": number(0.0, 10.0),
-            "rotation_deg": number(0.0, 90.0),
-            "min_gap_frames": number(1, 100_000, integer=True),
-            "position_weight": number(0.0, 1e6),
-            "fallback_below": number(0, 100_000, integer=True),
-            "min_gap_fraction": number(0.0, 1.0),
-            "max_revisit": number(1, MAX_PAIRS, integer=True),
-            "seed": number(0, 2**32 - 1, integer=True),
-            "baseline_relax_below": number(0, 100_000, integer=True),
-            "max_short": number(1, MAX_PAIRS, integer=True),
-            "min_short": number(1, MAX_PAIRS, integer=True),
+            pairs.SAMPLER: {
+                "yaw_tol_deg": interval(0.0, 90.0),
+                "pos_tol_m": interval(0.0, 100.0),
+                "translation_m": number(0.0, 10.0),
+                "rotation_deg": number(0.0, 90.0),
+                "min_gap_frames": number(1, 100_000, integer=True),
+                "position_weight": number(0.0, 1e6),
+                "fallback_below": number(0, 100_000, integer=True),
+                "min_gap_fraction": number(0.0, 1.0),
+                "max_revisit": number(1, MAX_PAIRS, integer=True),
+                "seed": number(0, 2**32 - 1, integer=True),
+                "baseline_relax_below": number(0, 100_000, integer=True),
+                "max_short": number(1, MAX_PAIRS, integer=True),
+                "min_short": number(1, MAX_PAIRS, integer=True),
+            },
+            upstream_pairs.SAMPLER: {
+                "seed": number(0, 2**32 - 1, integer=True),
+                "min_gap_fraction": number(0.0, 1.0),
+                "max_revisit": number(1, MAX_PAIRS, integer=True),
+                "max_short": number(1, MAX_PAIRS, integer=True),
+                "min_short": number(1, MAX_PAIRS, integer=True),
+            },
         }
     ),
     "frame_psnr": section({"cap_db": number(1.0, 1000.0)}),
