@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -83,6 +84,8 @@ def _link_outside(rel: str) -> Callable[[Path], None]:
     def apply(work: Path) -> None:
         target = work.parent / f"{work.name}-elsewhere" / Path(rel).name
         target.parent.mkdir(exist_ok=True)
+        if target.is_dir():  # left by the previous row
+            shutil.rmtree(target)
         os.replace(work / rel, target)
         (work / rel).symlink_to(target, target_is_directory=target.is_dir())
 
