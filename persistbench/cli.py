@@ -155,9 +155,9 @@ def selection(tasks: str | None, per_task: int | None, categories: str | None) -
     if per_task is not None:
         out["per_task"] = per_task
     if categories:
-        from pathlib import Path
+        import os
 
-        out["categories"] = str(Path(categories).resolve())
+        out["categories"] = os.path.abspath(categories)  # absolute, links kept: errors name what was given
     return out
 
 

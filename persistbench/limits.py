@@ -23,6 +23,16 @@ def check_frame_size(where: object, height: int, width: int) -> None:
         )
 
 
+def check_asked_size(where: object, width: int, height: int, asked: tuple[int, int] | None) -> None:
+    """Refuse a prediction whose frames are not the ``(w, h)`` its ``case.json`` says were asked for (never
+    resized); ``asked`` None (a layout without one) checks nothing. Then :func:`check_frame_size`."""
+    if asked is not None and (width, height) != tuple(asked):
+        raise PersistbenchError(
+            f"{where}: {width}x{height} frames, the case asked for {asked[0]}x{asked[1]} (case.json)"
+        )
+    check_frame_size(where, height, width)
+
+
 def available_memory() -> int | None:
     """Bytes the system can still give (``MemAvailable``), or None where that is unknown."""
     try:

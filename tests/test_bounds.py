@@ -189,3 +189,32 @@ def test_a_protocol_may_not_list_a_metric_twice(tmp_path):
 
     with pytest.raises(PersistbenchError, match=r"p\.json: metrics: psnr listed twice"):
         suite_class("wrop").load_protocol(str(_wrop_protocol(tmp_path, name="mine", metrics=["psnr", "psnr"])))
+
+
+@pytest.fixture(scope="module")
+def r2m_hold(r2m, tmp_path_factory) -> Path:
+    run = tmp_path_factory.mktemp("hold") / "run"
+    result = run_cli("infer", "--model", "hold", "--dataset", r2m, "--output", run)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return run
+
+
+def test_an_r2m_prediction_at_another_size_than_asked_is_refused(r2m, r2m_hold, tmp_path):
+    run = Path(shutil.copytree(r2m_hold, tmp_path / "run"))
+    video = next(run.glob("DDDAAA/*/gen.mp4"))
+    asked = json.loads((video.parent / "case.json").read_text())["size"]
+    encode_video(video, [np.zeros((16, 16, 3), np.uint8)] * 41, 16.0, LOSSLESS_SETTINGS)
+    line = refused(run_cli("score", "--pred", run, "--dataset", r2m, "--metrics", "frame_psnr"), video.name)
+    assert f"16x16 frames, the case asked for {asked[0]}x{asked[1]}" in line
+
+
+def test_an_r2m_prediction_that_is_a_fifo_is_refused_by_name(r2m, r2m_hold, tmp_path):
+    import os
+
+    run = Path(shutil.copytree(r2m_hold, tmp_path / "run"))
+    video = next(run.glob("DDDAAA/*/gen.mp4"))
+    video.unlink()
+    os.mkfifo(video)
+    refused(
+        run_cli("score", "--pred", run, "--dataset", r2m, "--metrics", "frame_psnr"), video.name, "not a regular file"
+    )

@@ -38,13 +38,12 @@ def targets(fx: Fixtures) -> list[Target]:
             ("o",),
         ),
         Target("R2M trajectory", ("r2m",), "r2m/trajectories/trajectory_DDDAAA_30s.json", ("verify", "r2m"), ()),
-        Target(  # the dataset's fingerprint covers the trajectory's bytes: refused before it is parsed
+        Target(
             "R2M trajectory (score)",
             ("r2m", "r2m_run"),
             "r2m/trajectories/trajectory_DDDAAA_30s.json",
             r2m_score,
             ("r2m_run/scores",),
-            "pass the dataset the run was made on",
         ),
         Target("R2M run.json", ("r2m", "r2m_run"), "r2m_run/run.json", r2m_score, ("r2m_run/scores",)),
         # (R2M's case.json is not read by score: upstream's layout has none; resume redoes a damaged one.)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,12 +23,13 @@ import numpy as np
 from ...camera import Camera
 from ...errors import PersistbenchError
 from ...executors import RunResult
-from ...files import read_json, sha256_file, write_json
+from ...files import check_regular, read_json, sha256_file, write_json
 from ...images import image_size, read_image
-from ...layout import STATE_DIR
-from ...limits import check_frame_size, check_memory
+from ...layout import STATE_DIR, RunLayout
+from ...limits import check_asked_size, check_frame_size, check_memory
 from ...names import name_problem
 from ...protocol import Protocol
+from ...runs import case_record
 from ...sampling import crop_box, crop_resize, fit_camera, target_size
 from ...video import probe, read_frames
 from ..base import Prediction, Request, ScoreContext, Suite
@@ -61,6 +63,9 @@ class VideoPrediction(Prediction):
     """A generated video (``files[0]``); its identity covers the video's bytes and the pairs it is scored on."""
 
     pairs_source: str  # the trajectory's sha256, or the --pairs file's
+    asked: tuple[int, int] | None = (
+        None  # (w, h) its case.json says the model was asked for (ours; upstream's has none)
+    )
 
     @functools.cached_property
     def digest(self) -> str:
@@ -216,8 +221,10 @@ class R2MBench(Suite):
     def read_prediction(self, run: Path, run_info, ref) -> VideoPrediction | None:
         case = self.case(ref)
         for path in layout.video_paths(Path(run), case.subset, case.case_id):
-            if path.is_file():  # identified by its bytes and its pairs (VideoPrediction.digest), not a record
-                return VideoPrediction((path,), None, self._pairs_source(case))
+            if os.path.lexists(path):  # identified by its bytes and its pairs (VideoPrediction.digest), not a record
+                check_regular(path, "video file")
+                asked = (case_record(RunLayout(Path(run)), case.subset, case.case_id) or {}).get("size")
+                return VideoPrediction((path,), None, self._pairs_source(case), tuple(asked) if asked else None)
         return None
 
     def predicted(self, run: Path, run_info) -> set[str]:
@@ -245,7 +252,7 @@ class R2MBench(Suite):
             write_json(layout.pairs_path(ctx.scores_dir / layout.PAIRS_DIR, case.subset), pair_file)
         video = pred.files[0]
         info = probe(video)
-        check_frame_size(video, info["height"], info["width"])
+        check_asked_size(video, info["width"], info["height"], pred.asked)
         needed = {f for kind in scoring.KINDS for p in pair_file[kind] for f in p}
         check_memory(video, len(needed) * info["width"] * info["height"] * 3)
         frames, n_video = {}, 0

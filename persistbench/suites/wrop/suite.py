@@ -25,7 +25,7 @@ from ...errors import PersistbenchError, UsageError
 from ...executors import RunResult
 from ...files import read_json
 from ...layout import STATE_DIR, RunLayout
-from ...limits import MAX_FRAMES, check_frame_size, check_memory
+from ...limits import MAX_FRAMES, check_asked_size, check_frame_size, check_memory
 from ...names import name_problem
 from ...protocol import Protocol
 from ...runs import case_record
@@ -296,12 +296,7 @@ class Wrop(Suite):
         last = self._decode(archive, sample, layout.INPUT_VIDEO)[0][-1]
         video = pred.files[0]
         info = probe(video)
-        asked = getattr(pred, "asked", None)
-        if asked is not None and (info["width"], info["height"]) != asked:
-            raise PersistbenchError(
-                f"{video}: {info['width']}x{info['height']} frames, the case asked for {asked[0]}x{asked[1]} (case.json)"
-            )
-        check_frame_size(video, info["height"], info["width"])
+        check_asked_size(video, info["width"], info["height"], pred.asked)
         preds = []
         for frame in read_frames(video):
             if len(preds) == len(targets):  # frames beyond the target's length are ignored
