@@ -206,8 +206,14 @@ def read_bounded(path: str | os.PathLike, limit: int) -> bytes:
     with open_regular(path) as f:
         data = f.read(limit + 1)
     if len(data) > limit:
-        raise PersistbenchError(f"{path}: larger than the {limit >> 20} MiB allowed")
+        raise too_large(path, limit)
     return data
+
+
+def too_large(where: object, limit: int) -> PersistbenchError:
+    """The one-line error for input beyond a byte limit (in MiB from 1 MiB up)."""
+    amount = f"the {limit >> 20} MiB" if limit >= 1 << 20 else f"the {limit} bytes"
+    return PersistbenchError(f"{where}: larger than {amount} allowed")
 
 
 def _unique_keys(source: object, pairs: list[tuple[str, Any]]) -> dict:

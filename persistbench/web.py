@@ -16,6 +16,7 @@ import urllib.request
 from dataclasses import dataclass
 
 from .errors import PersistbenchError
+from .files import too_large
 
 DEFAULT_TIMEOUT_S = 60.0
 _CHUNK = 1 << 16
@@ -64,7 +65,7 @@ def request(
                 while chunk := r.read1(_CHUNK):
                     size += len(chunk)
                     if size > limit:
-                        raise PersistbenchError(f"{url}: larger than {limit} bytes")
+                        raise too_large(url, limit)
                     chunks.append(chunk)
                 box["result"] = Response(r.status, {k.lower(): v for k, v in r.headers.items()}, b"".join(chunks))
         except BaseException as e:  # handed to the waiting thread

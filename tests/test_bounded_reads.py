@@ -82,7 +82,7 @@ def test_a_link_to_a_device_is_refused_not_read(tmp_path):
 def test_reading_stops_at_the_limit_whatever_the_size_says(tmp_path):
     big = tmp_path / "big.json"
     big.write_bytes(b"[" + b"0," * 600 + b"0]")
-    with pytest.raises(PersistbenchError, match=r"big\.json: larger than the 0 MiB allowed"):
+    with pytest.raises(PersistbenchError, match=r"big\.json: larger than the 1000 bytes allowed"):
         read_bounded(big, 1000)
     assert len(read_bounded(big, 2000)) == 1203
 
