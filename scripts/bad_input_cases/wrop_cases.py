@@ -64,7 +64,7 @@ def rewrite(work: Path, edit: Callable[[Members], bytes | Members], rel: str = T
                 with tarfile.open(path, errorlevel=0) as tar:
                     try:
                         count = str(len(tar.getmembers()))
-                    except tarfile.TarError:
+                    except (tarfile.TarError, OSError):  # the damage may be one tarfile cannot read either
                         pass
                 digest = hashlib.sha256(out).hexdigest()
             lines.append(f"{digest}  {name}  {count}")
