@@ -61,11 +61,11 @@ def rewrite(work: Path, edit: Callable[[Members], bytes | Members], rel: str = T
         for line in sums.read_text().splitlines():
             digest, name, count = line.split()
             if name == path.name:
-                with tarfile.open(path, errorlevel=0) as tar:
-                    try:
+                try:
+                    with tarfile.open(path, errorlevel=0) as tar:
                         count = str(len(tar.getmembers()))
-                    except (tarfile.TarError, OSError):  # the damage may be one tarfile cannot read either
-                        pass
+                except (tarfile.TarError, OSError):  # the damage may be one tarfile cannot read either
+                    pass
                 digest = hashlib.sha256(out).hexdigest()
             lines.append(f"{digest}  {name}  {count}")
         sums.write_text("\n".join(lines) + "\n")
