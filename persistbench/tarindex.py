@@ -25,7 +25,7 @@ from pathlib import Path
 
 from . import web
 from .errors import PersistbenchError
-from .files import read_json, write_json
+from .files import check_regular, read_json, write_json
 
 BLOCK = 512
 # Bytes the indexer reads at a time: the headers of small members share one read, and what a read takes
@@ -72,10 +72,8 @@ class LocalFile(ByteSource):
         self.path = Path(path)
         self.name = str(self.path)
         self._fd: int | None = None
-        try:
-            self.size = self.path.stat().st_size
-        except OSError as e:
-            raise PersistbenchError(f"{self.path}: cannot read ({e.strerror})") from None
+        check_regular(self.path, "archive")  # a FIFO would block every read, a device would never end
+        self.size = self.path.stat().st_size
 
     def read(self, offset: int, n: int) -> bytes:
         if self._fd is None:

@@ -33,7 +33,7 @@ from ... import web
 from ...errors import PersistbenchError, UsageError
 from ...files import parse_json
 from ...safeload import load_npy_bytes
-from ...tarindex import REMOTE_CHUNK, ByteSource, HttpRange, LocalFile, TarIndex, build_index, cached_index, index_path
+from ...tarindex import REMOTE_CHUNK, ByteSource, HttpRange, LocalFile, TarIndex, build_index, cached_index
 from . import layout
 
 MAX_CHECKSUMS = 1 << 20
@@ -355,15 +355,11 @@ class Archive:
                     if left < 0:
                         raise PersistbenchError(f"{where}: decompresses to more than {MAX_TRAJECTORY >> 20} MiB")
                     out[name] = load_npy_bytes(raw, f"{where}: {name}", objects=False)
+                    if out[name].dtype.kind in "fc" and not np.isfinite(out[name]).all():
+                        raise PersistbenchError(f"{where}: {name}: holds NaN or infinite values")
         except (ValueError, OSError, zipfile.BadZipFile, EOFError, NotImplementedError) as e:
             raise PersistbenchError(f"{where}: unsafe or malformed .npz: {e}".splitlines()[0]) from None
         return out
-
-
-def _index_path(location: Location, entry: ArchiveEntry, source: ByteSource) -> Path:
-    if location.local and os.access(source.path.parent, os.W_OK):
-        return index_path(source.path)
-    return layout.index_cache_path(entry.sha256)
 
 
 def open_archive(location: Location, entry: ArchiveEntry) -> Archive:
@@ -371,7 +367,7 @@ def open_archive(location: Location, entry: ArchiveEntry) -> Archive:
     path = layout.archive_path(entry.task)
     source = location.source(path)
     index = cached_index(
-        source, entry.sha256, layout.MemberRule(entry.task).problem, _index_path(location, entry, source)
+        source, entry.sha256, layout.MemberRule(entry.task).problem, layout.index_cache_path(entry.sha256)
     )
     if len(index.members) != entry.members:
         raise PersistbenchError(f"{source.name}: {len(index.members)} members, {layout.CHECKSUMS} says {entry.members}")

@@ -29,8 +29,8 @@ _SAMPLE = r"({task})_(\d{{4,}})"
 
 
 def index_cache_path(sha256: str) -> Path:
-    """Where the index of an archive that cannot have one beside it (remote, or in a read-only folder) is
-    cached: ``$PERSISTBENCH_CACHE/wrop-index/<sha256>.json``, default ``~/.cache/persistbench/wrop-index/``."""
+    """Where the index of an archive is cached, keyed by its sha256 (never beside it: a corpus is input):
+    ``$PERSISTBENCH_CACHE/wrop-index/<sha256>.json``, default ``~/.cache/persistbench/wrop-index/``."""
     return user_cache("wrop-index", f"{sha256}.json")
 
 

@@ -179,13 +179,19 @@ class Wrop(Suite):
 
     @staticmethod
     def _check_sample(archive: corpus.Archive, sample: str) -> None:
+        """Every member of a sample, from headers and small files (what ``verify`` and ``infer`` check first)."""
         archive.video_split(sample)
         archive.text(sample)
         archive.trajectory(sample)
         for video in (layout.INPUT_VIDEO, layout.TARGET_VIDEO):
             with archive.video(sample, video) as source:
                 info = probe(source)
-            check_frame_size(archive.where(sample, video), info["height"], info["width"])
+            where = archive.where(sample, video)
+            check_frame_size(where, info["height"], info["width"])
+            if info["duration"] * info["fps"] > MAX_FRAMES + 1:  # from the header; decoding also stops there
+                raise PersistbenchError(
+                    f"{where}: about {info['duration'] * info['fps']:.0f} frames, more than the {MAX_FRAMES} allowed"
+                )
 
     # ---------------------------------------------------------------- getting the data
 
@@ -244,6 +250,7 @@ class Wrop(Suite):
 
     def request(self, ref, num_frames: int, resolution: tuple[int, int], oracle: bool) -> Request:
         archive, sample = self.sample(ref)
+        self._check_sample(archive, sample)
         inputs, fps = self._decode(archive, sample, layout.INPUT_VIDEO)
         targets, _ = self._decode(archive, sample, layout.TARGET_VIDEO)
         size = inputs.shape[1:3]
