@@ -254,7 +254,17 @@ def _weights(ctx, param, values) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-JUDGE_URL = click.option("--judge-url", default=None, metavar="URL", help="An OpenAI-compatible endpoint (…/v1).")
+def _judge_url(ctx, param, value: str | None) -> str | None:
+    from urllib.parse import urlsplit
+
+    if value is not None and (urlsplit(value).scheme not in ("http", "https") or not urlsplit(value).netloc):
+        raise click.BadParameter(f"{value!r}: must be an http:// or https:// URL")
+    return value
+
+
+JUDGE_URL = click.option(
+    "--judge-url", default=None, metavar="URL", callback=_judge_url, help="An OpenAI-compatible endpoint (…/v1)."
+)
 JUDGE_MODEL = click.option(
     "--judge-model", default="Qwen/Qwen3.8-27B", show_default=True, help="The judge's model name at that endpoint."
 )
@@ -265,14 +275,18 @@ JUDGE_KEY_ENV = click.option(
     metavar="VAR",
     help="The environment variable holding the endpoint's API key (never written anywhere).",
 )
-JUDGE_TIMEOUT = click.option(
-    "--judge-timeout",
-    type=FiniteFloat(1.0),
-    default=120.0,
-    show_default=True,
-    metavar="S",
-    help="The most one judgment may take, every request, retry and wait included.",
-)
+
+
+def judge_timeout(default: float):
+    """``--judge-timeout``: 120 s for a judgment in a run; ``doctor``'s quick check waits less."""
+    return click.option(
+        "--judge-timeout",
+        type=FiniteFloat(1.0),
+        default=default,
+        show_default=True,
+        metavar="S",
+        help="The most one judgment may take, every request, retry and wait included.",
+    )
 
 
 def backend_options(f):
@@ -338,7 +352,7 @@ def backend_options(f):
         JUDGE_MODEL,
         JUDGE_KEY_ENV,
         click.option("--judge-concurrency", type=click.IntRange(1, 256), default=4, show_default=True),
-        JUDGE_TIMEOUT,
+        judge_timeout(120.0),
         click.option(
             "--judge-max-failures",
             type=click.IntRange(0),
@@ -902,7 +916,7 @@ def fetch(
 @JUDGE_URL
 @JUDGE_MODEL
 @JUDGE_KEY_ENV
-@JUDGE_TIMEOUT
+@judge_timeout(15.0)
 def doctor(wanted, cache, output, lpips_weights, judge_url, judge_model, judge_key_env, judge_timeout) -> None:
     """Check Python, packages, ffmpeg, yt-dlp, a JavaScript runtime, torch/lpips and their weights, CUDA, write
     access; with --judge-url, the judge's endpoint (the models it lists, one tiny request and its time).

@@ -157,6 +157,7 @@ def write_json(path: str | os.PathLike, obj: Any) -> str:
 MAX_JSON_BYTES = 64 << 20
 MAX_IMAGE_BYTES = 256 << 20
 _INT_LIMIT = 1 << 63
+MAX_JSON_DEPTH = 64  # our own files nest 6 deep at most
 
 
 def open_regular(path: str | os.PathLike) -> BinaryIO:
@@ -248,12 +249,12 @@ def parse_json(data: bytes | str, source: object) -> Any:
 
     Refused: invalid UTF-8 or JSON, a key twice in one object (the last
     would silently win), ``NaN``/``Infinity``, numbers outside float64 or
-    integers outside int64, and nesting deeper than Python's parser allows.
+    integers outside int64, and nesting deeper than :data:`MAX_JSON_DEPTH`.
     """
     import functools
 
     try:
-        return json.loads(
+        value = json.loads(
             data,
             object_pairs_hook=functools.partial(_unique_keys, source),
             parse_int=functools.partial(_bounded_int, source),
@@ -264,6 +265,21 @@ def parse_json(data: bytes | str, source: object) -> Any:
         raise PersistbenchError(f"{source}: JSON nested too deeply") from None
     except (UnicodeDecodeError, ValueError) as e:  # JSONDecodeError, and int() of over 4300 digits
         raise PersistbenchError(f"{source}: not JSON: {str(e).splitlines()[0]}") from None
+    if _depth(value) > MAX_JSON_DEPTH:
+        raise PersistbenchError(f"{source}: JSON nested too deeply (more than {MAX_JSON_DEPTH} levels)")
+    return value
+
+
+def _depth(value: Any) -> int:
+    """How deeply lists and objects nest in ``value`` (0 for a scalar), without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is not None:
+            deepest = max(deepest, level)
+            stack.extend((child, level + 1) for child in children if isinstance(child, (dict, list)))
+    return deepest
 
 
 def read_json(path: str | os.PathLike, limit: int = MAX_JSON_BYTES) -> Any:

@@ -159,4 +159,19 @@ def read_run_info(run: RunLayout) -> dict | None:
         raise PersistbenchError(f"{run.run_json}: model: must be printable text of at most {MAX_MODEL_TEXT} characters")
     if not isinstance(info.get("oracle", False), bool):
         raise PersistbenchError(f"{run.run_json}: oracle: must be true or false")
+    protocol = info.get("protocol", {})
+    frames, size = (protocol.get(k) for k in ("num_frames", "resolution")) if isinstance(protocol, dict) else (0, 0)
+    if not (
+        isinstance(protocol, dict)
+        and (frames is None or (_count(frames, 1, MAX_RECORD_INT) or frames == -1) and not isinstance(frames, bool))
+        and (size is None or (isinstance(size, list) and len(size) == 2 and all(_signed(v) for v in size)))
+    ):
+        raise PersistbenchError(
+            f"{run.run_json}: protocol: must be {{num_frames: -1 or a positive integer, resolution: [h, w]}}"
+        )
     return info
+
+
+def _signed(value: object) -> bool:
+    """An integer side of ``resolution``: -1 (the dataset's own) or 1 to :data:`MAX_SIDE`."""
+    return isinstance(value, int) and not isinstance(value, bool) and (value == -1 or 1 <= value <= MAX_SIDE)

@@ -116,7 +116,7 @@ class JudgeOptions:
     key_env: str = "PERSISTBENCH_JUDGE_KEY"
     concurrency: int = 4
     timeout_s: float = 120.0  # the most one judgment may take: every request, retry and wait included
-    retries: int = 4  # further attempts after a 429, a 5xx, a timeout or a refused connection
+    retries: int = 2  # further attempts after a 429, a 5xx, a timeout or a refused connection
     backoff_s: float = 1.0  # first wait; doubled per retry (a Retry-After header wins)
     max_failures: int = 10  # judgments failed in a row after which no more are asked (0: never stop)
 

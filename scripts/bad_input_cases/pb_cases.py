@@ -42,14 +42,15 @@ def cases(fx: Fixtures, work: Path) -> None:
         ("oracle 'yes'", lambda i: i.update(oracle="yes")),
         ("protocol num_frames 'all'", lambda i: i["protocol"].update(num_frames="all")),
         ("started 10^400", lambda i: i.update(started=int("9" * 400))),
-        ("config nested 10,000 deep", lambda i: i.update(config=json.loads("[" * 900 + "]" * 900))),
+        ("config nested 900 deep", lambda i: i.update(config=json.loads("[" * 900 + "]" * 900))),
     ]:
         fresh(work, (fx.ds, "ds"), (fx.run, "run"))
         _run_json(change)(work)
         check("runs", f"PersistBench run.json {name}", work, score, "run.json", lambda p: p.startswith("run/scores"))
 
     def redone(code: int, text: str, w: Path) -> bool:
-        return code == 0 and all(p.is_file() for p in (w / "run").glob("*/*/frames")) and "done 0" not in text
+        frames = list((w / "run").glob("*/*/frames"))
+        return code == 0 and frames and all(any(p.iterdir()) for p in frames) and "done 0" not in text
 
     infer = ["infer", "--no-progress", "--model", "hold", "--dataset", "ds", "--output", "run", "--resume"]
     for name, damage in [
