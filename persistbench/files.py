@@ -7,6 +7,7 @@ a half-written file under its real name. Paths themselves come from :mod:`persis
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -251,8 +252,6 @@ def parse_json(data: bytes | str, source: object) -> Any:
     would silently win), ``NaN``/``Infinity``, numbers outside float64 or
     integers outside int64, and nesting deeper than :data:`MAX_JSON_DEPTH`.
     """
-    import functools
-
     try:
         value = json.loads(
             data,

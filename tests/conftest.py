@@ -57,6 +57,22 @@ def r2m_tree(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def r2m(tmp_path_factory) -> Path:
+    """A small synthetic checkout: one image, three trajectories of 41 poses, and its generated videos
+    (``videos/<kind>/<T>/0001.mp4``, upstream's layout). Shared: tests copy it before damaging it."""
+    from persistbench.suites.r2m import synth
+
+    cfg = synth.R2MSynthConfig(cases=1, n_poses=41, size=(48, 64), pano_size=(128, 256))
+    return synth.make(tmp_path_factory.mktemp("r2m-small") / "tree", cfg)
+
+
+@pytest.fixture
+def checkout(r2m, tmp_path) -> Path:
+    """A private copy of :func:`r2m` (without its videos) that a test may damage."""
+    return Path(shutil.copytree(r2m, tmp_path / "checkout", ignore=shutil.ignore_patterns("videos")))
+
+
+@pytest.fixture(scope="session")
 def checkpoints(tmp_path_factory) -> dict[str, Path]:
     """Backend name -> a checkpoint folder of its architecture with random weights (``tests/checkpoints.py``)."""
     pytest.importorskip("transformers")

@@ -12,46 +12,18 @@ import io
 import json
 import os
 import shutil
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
+from clirun import refused, run_cli
 
 from persistbench.errors import PersistbenchError
 from persistbench.files import parse_json, read_bounded, read_json
 from persistbench.safeload import load_npy, load_npy_bytes
-from persistbench.suites.r2m import layout, synth
+from persistbench.suites.r2m import layout
 from persistbench.video import read_frames
-
-
-def run_cli(*args: object, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "persistbench", *map(str, args)], capture_output=True, text=True, timeout=timeout
-    )
-
-
-def refused(result: subprocess.CompletedProcess, *needles: str) -> str:
-    """A non-zero exit, no traceback, and one output line holding every needle."""
-    out = result.stdout + result.stderr
-    assert result.returncode != 0, out
-    assert "Traceback" not in out and "internal error" not in out, out
-    lines = [line for line in out.splitlines() if all(n in line for n in needles)]
-    assert lines, out
-    return lines[0]
-
-
-@pytest.fixture(scope="module")
-def r2m(tmp_path_factory) -> Path:
-    cfg = synth.R2MSynthConfig(cases=1, n_poses=41, size=(48, 64), pano_size=(128, 256))
-    return synth.make(tmp_path_factory.mktemp("r2m") / "tree", cfg)
-
-
-@pytest.fixture
-def checkout(r2m, tmp_path) -> Path:
-    return Path(shutil.copytree(r2m, tmp_path / "checkout", ignore=shutil.ignore_patterns("videos")))
 
 
 def _image(root: Path) -> Path:
@@ -310,25 +282,15 @@ def test_a_request_is_bounded_as_a_whole(drip_server):
 
 
 def test_fetching_a_wrop_corpus_from_a_drip_server_gives_up(drip_server, tmp_path):
-    import os
-
-    env = {**os.environ, "PERSISTBENCH_HTTP_TIMEOUT": "2"}
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "persistbench",
-            "fetch",
-            "--suite",
-            "wrop",
-            "--from",
-            drip_server,
-            "--output",
-            tmp_path / "o",
-        ],
-        capture_output=True,
-        text=True,
+    result = run_cli(
+        "fetch",
+        "--suite",
+        "wrop",
+        "--from",
+        drip_server,
+        "--output",
+        tmp_path / "o",
         timeout=120,
-        env=env,
+        env={"PERSISTBENCH_HTTP_TIMEOUT": "2"},
     )
     refused(result, "no complete answer within 2 s")

@@ -9,34 +9,18 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from clirun import refused, run_cli
 
 from persistbench.errors import PersistbenchError
 from persistbench.limits import MAX_PIXELS, check_frame_size
 from persistbench.protocol import size_hw
-from persistbench.suites.r2m import layout, pairs, synth
+from persistbench.suites.r2m import layout, pairs
 from persistbench.suites.wrop import synth as wrop_synth
 from persistbench.video import LOSSLESS_SETTINGS, encode_video
-
-
-def run_cli(*args: object) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "persistbench", *map(str, args)], capture_output=True, text=True, timeout=300
-    )
-
-
-def refused(result: subprocess.CompletedProcess, *needles: str) -> str:
-    out = result.stdout + result.stderr
-    assert result.returncode != 0, out
-    assert "Traceback" not in out and "internal error" not in out, out
-    lines = [line for line in out.splitlines() if all(n in line for n in needles)]
-    assert lines, out
-    return lines[0]
 
 
 def _grid_baselines(revisit, n_eff: int, p: dict, tolerance) -> list[tuple[int, int]]:
@@ -105,12 +89,6 @@ def test_frame_size_bounds():
 )
 def test_protocol_sizes_are_bounded(size, ok):
     assert (size_hw(size) is None) == ok
-
-
-@pytest.fixture(scope="module")
-def r2m(tmp_path_factory) -> Path:
-    cfg = synth.R2MSynthConfig(cases=1, n_poses=41, size=(48, 64), pano_size=(128, 256))
-    return synth.make(tmp_path_factory.mktemp("r2m") / "tree", cfg)
 
 
 def test_a_huge_r2m_prediction_is_refused_from_its_header(r2m, tmp_path):

@@ -12,34 +12,18 @@ import io
 import json
 import shutil
 import subprocess
-import sys
 import tarfile
 from pathlib import Path
 
 import numpy as np
 import pytest
+from clirun import refused, run_cli
 
 from persistbench.errors import PersistbenchError
-from persistbench.suites.r2m import layout, synth
+from persistbench.suites.r2m import layout
 from persistbench.suites.wrop import layout as wrop_layout
 from persistbench.suites.wrop import synth as wrop_synth
 from persistbench.tarindex import LocalFile, build_index, cached_index
-
-
-def run_cli(*args: object) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "persistbench", *map(str, args)], capture_output=True, text=True, timeout=300
-    )
-
-
-def refused(result: subprocess.CompletedProcess, *needles: str) -> str:
-    """A non-zero exit, no traceback, and one output line holding every needle; returns that line."""
-    out = result.stdout + result.stderr
-    assert result.returncode != 0, out
-    assert "Traceback" not in out and "internal error" not in out, out
-    lines = [line for line in out.splitlines() if all(n in line for n in needles)]
-    assert lines, out
-    return lines[0]
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
@@ -47,19 +31,6 @@ def snapshot(root: Path) -> dict[str, bytes]:
 
 
 # ---------------------------------------------------------------- R2M checkouts
-
-
-@pytest.fixture(scope="module")
-def r2m(tmp_path_factory) -> Path:
-    """A synthetic checkout: one image, three trajectories of 41 poses, and its generated videos."""
-    cfg = synth.R2MSynthConfig(cases=1, n_poses=41, size=(48, 64), pano_size=(128, 256))
-    return synth.make(tmp_path_factory.mktemp("r2m") / "tree", cfg)
-
-
-@pytest.fixture
-def checkout(r2m, tmp_path) -> Path:
-    """A private copy of the checkout (without its videos) that a test may damage."""
-    return Path(shutil.copytree(r2m, tmp_path / "checkout", ignore=shutil.ignore_patterns("videos")))
 
 
 def _edit_trajectory(root: Path, edit) -> Path:

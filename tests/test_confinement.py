@@ -6,29 +6,13 @@ Real symlinks, the real commands in a child process; the folder the link points 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from clirun import refused, run_cli
 
 from persistbench.errors import PersistbenchError
 from persistbench.names import child, confined
-from persistbench.suites.r2m import synth
 from persistbench.suites.wrop import synth as wrop_synth
-
-
-def run_cli(*args: object) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "persistbench", *map(str, args)], capture_output=True, text=True, timeout=300
-    )
-
-
-def refused(result: subprocess.CompletedProcess, *needles: str) -> None:
-    out = result.stdout + result.stderr
-    assert result.returncode != 0, out
-    assert "Traceback" not in out and "internal error" not in out, out
-    assert any(all(n in line for n in needles) for line in out.splitlines()), out
 
 
 def test_child_refuses_existing_links_that_leave_the_root(tmp_path):
@@ -45,12 +29,6 @@ def test_child_refuses_existing_links_that_leave_the_root(tmp_path):
         confined(root, "scores")
     assert child(root, "alias", "x.json") == root / "alias" / "x.json"  # a link that stays inside is fine
     assert child(root, "new", "x.json") == root / "new" / "x.json"
-
-
-@pytest.fixture(scope="module")
-def r2m(tmp_path_factory) -> Path:
-    cfg = synth.R2MSynthConfig(cases=1, n_poses=41, size=(48, 64), pano_size=(128, 256))
-    return synth.make(tmp_path_factory.mktemp("r2m") / "tree", cfg)
 
 
 def test_score_does_not_write_through_a_linked_scores_folder(r2m, tmp_path):

@@ -154,9 +154,14 @@ def _near_bins(bins: list[list[int]], target: int) -> list[int]:
     return [f for b in bins for f in b]
 
 
-def _candidates(bins, anchor: int, n: int, lo_g: int, hi_g: int) -> list[int]:
+def _window(bins, anchor: int, back: int, n: int, floor: int, ratio: float) -> tuple[int, int, int, list[int]]:
+    """``(g, lo, hi, candidates)`` for revisit pair ``(anchor, back)``: gaps within ``max(floor, round(ratio g))``
+    of its gap ``g``, and the first frames of the anchor's tenth (widened) that leave room for them."""
+    g = back - anchor
+    tol = max(floor, int(round(ratio * g)))
+    lo, hi = max(1, g - tol), min(n - 1, g + tol)
     near = _near_bins(bins, min(anchor // max(1, math.ceil(n / _BINS)), _BINS - 1))
-    return [f for f in near if f + hi_g < n] or [f for f in near if f + lo_g < n]
+    return g, lo, hi, [f for f in near if f + hi < n] or [f for f in near if f + lo < n]
 
 
 def baselines(revisit: list[tuple[int, int]], n: int, seed: int) -> list[tuple[int, int]]:
@@ -182,10 +187,7 @@ def baselines(revisit: list[tuple[int, int]], n: int, seed: int) -> list[tuple[i
     out: list[tuple[int, int]] = []
     used: set[tuple[int, int]] = set()
     for anchor, back in valid:
-        g = back - anchor
-        tol = max(10, int(round(0.3 * g)))
-        lo_g, hi_g = max(1, g - tol), min(n - 1, g + tol)
-        cand = _candidates(bins, anchor, n, lo_g, hi_g)
+        g, lo_g, hi_g, cand = _window(bins, anchor, back, n, 10, 0.3)
         if not cand:
             continue
         best, best_err = None, math.inf
@@ -206,10 +208,7 @@ def baselines(revisit: list[tuple[int, int]], n: int, seed: int) -> list[tuple[i
     for anchor, back in valid:
         if need <= 0:
             break
-        g = back - anchor
-        tol = max(3, int(round(0.5 * g)))
-        lo_g, hi_g = max(1, g - tol), min(n - 1, g + tol)
-        cand = _candidates(bins, anchor, n, lo_g, hi_g)
+        _, lo_g, hi_g, cand = _window(bins, anchor, back, n, 3, 0.5)
         if not cand:
             continue
         for _ in range(_ATTEMPTS):
