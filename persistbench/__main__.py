@@ -1,3 +1,3 @@
-from .cli import main
+from persistbench.cli import main
 
 main()

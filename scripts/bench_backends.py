@@ -25,7 +25,7 @@ import torch
 
 from persistbench.backends import BACKENDS, BackendOptions, load
 from persistbench.backends.features import IMAGENET_MEAN, IMAGENET_STD
-from persistbench.pair_metrics import point_grid
+from persistbench.metrics.pair import point_grid
 
 
 def _vit(kind: str, folder: Path) -> Path:

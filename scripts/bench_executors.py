@@ -22,11 +22,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from persistbench.download import DownloadOptions, download, resolve_recipes
+from persistbench.core.infer import InferOptions, infer
+from persistbench.core.score import ScoreOptions, score
 from persistbench.executors import Executor, Job, ProcessExecutor, SerialExecutor
-from persistbench.infer import InferOptions, infer
-from persistbench.score import ScoreOptions, score
-from persistbench.sources import SourceOptions
+from persistbench.suites.persistbench.build.download import DownloadOptions, download, resolve_recipes
+from persistbench.suites.persistbench.build.sources import SourceOptions
 
 METRICS = ("psnr", "ssim", "iou", "presence", "continuity")
 

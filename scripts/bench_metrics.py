@@ -20,7 +20,8 @@ import time
 
 import numpy as np
 
-from persistbench import metrics
+from persistbench.backends.lpips import Lpips, LpipsUnavailable
+from persistbench.metrics import frame as metrics
 
 H, W = 384, 512
 
@@ -74,8 +75,8 @@ def skimage_path(pred, ref, mask, pmask):
 def bench_lpips(data, batch: int = 8) -> None:
     """Our batched masked LPIPS against one lpips call per frame (same network, random backbone)."""
     try:
-        scorer = metrics.Lpips(random_backbone=True)
-    except metrics.LpipsUnavailable as e:
+        scorer = Lpips(random_backbone=True)
+    except LpipsUnavailable as e:
         print(f"LPIPS skipped: {e}")
         return
     torch = scorer.torch
@@ -107,7 +108,7 @@ def bench_tracker(n: int = 20) -> float:
     """Our coarse-to-fine tracker against a full-resolution masked matchTemplate search; returns our s/frame."""
     import cv2
 
-    from persistbench.segment import TemplateTracker
+    from persistbench.suites.persistbench.segment import TemplateTracker
 
     rng = np.random.default_rng(1)
     base = (cv2.GaussianBlur(rng.random((H, W, 3)), (0, 0), 3) * 255).astype(np.uint8)

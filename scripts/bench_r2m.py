@@ -24,11 +24,11 @@ from pathlib import Path
 
 import numpy as np
 
-from persistbench.registry import METRICS, PairVideo
+from persistbench.io.video import read_frames
+from persistbench.metrics.registry import METRICS, PairVideo
 from persistbench.suites.r2m import layout, pairs, synth
 from persistbench.suites.r2m.data import read_trajectory
 from persistbench.suites.r2m.suite import R2MBench
-from persistbench.video import read_frames
 
 FAMILIES = ("frame_psnr", "frame_ssim", "sift_match_ratio", "sift_inlier_ratio")
 

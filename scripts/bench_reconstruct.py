@@ -44,10 +44,10 @@ def stage_costs(recipe, clip: Path, fmt: str, tmp: Path) -> dict[str, float]:
     """Per-frame CPU seconds of decoding, reprojection and encoding/writing, measured apart."""
     import cv2
 
-    from persistbench import sphere
-    from persistbench.dataset import CaseWriter
-    from persistbench.recipes import decode_mask_columns, mask_pixels
-    from persistbench.reconstruct import clip_frames, view_rotations
+    from persistbench.geometry import sphere
+    from persistbench.suites.persistbench.build.recipes import decode_mask_columns, mask_pixels
+    from persistbench.suites.persistbench.build.reconstruct import clip_frames, view_rotations
+    from persistbench.suites.persistbench.dataset import CaseWriter
 
     cv2.setNumThreads(1)
     n = recipe.n_frames
@@ -84,8 +84,8 @@ def end_to_end(recipes: Path, clip_dir: Path, out: Path, fmt: str) -> dict:
     code = f"""
 import json, resource, time
 from pathlib import Path
-from persistbench.recipes import load_recipes
-from persistbench.reconstruct import clip_frames, reconstruct_case
+from persistbench.suites.persistbench.build.recipes import load_recipes
+from persistbench.suites.persistbench.build.reconstruct import clip_frames, reconstruct_case
 r = load_recipes({str(recipes)!r})[0]
 t = time.perf_counter()
 reconstruct_case(r, clip_frames(r, Path({str(clip_dir)!r}) / (r.source.id + ".mp4")), {str(out)!r}, {fmt!r})
@@ -104,8 +104,8 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, default=None, help="keep the synth clip here (reused when present)")
     args = ap.parse_args()
 
-    from persistbench.recipes import load_recipes
-    from persistbench.synth import SynthConfig, generate
+    from persistbench.suites.persistbench.build.recipes import load_recipes
+    from persistbench.suites.persistbench.synth import SynthConfig, generate
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-reconstruct-"))
     synth_dir = args.keep or tmp / "synth"

@@ -28,8 +28,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from persistbench import sphere
-from persistbench.video import ffmpeg_exe
+from persistbench.geometry import sphere
+from persistbench.io.video import ffmpeg_exe
 
 PANO = (3840, 1920)  # (w, h) as ffmpeg and OpenCV take them; sphere takes (h, w): PANO[::-1]
 VIEW = (1024, 768)  # (w, h)

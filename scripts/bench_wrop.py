@@ -2,7 +2,7 @@
 
 Generates a tar of ``--samples`` samples x 5 members (50,000 members at the default 10,000: small
 files and tiny lossless videos), then, in one process: builds our index from the headers
-(:func:`persistbench.tarindex.build_index`) and reads ``--read`` random samples' members; lists the
+(:func:`persistbench.io.tarindex.build_index`) and reads ``--read`` random samples' members; lists the
 archive with ``tarfile`` (``getmembers``, which reads every header the same way) and reads the
 same members through it; extracts the whole archive with ``tarfile.extractall`` and reads the
 members from disk; and builds the index and reads the same samples over loopback HTTP (Range
@@ -27,9 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-from persistbench.serve import FileServer
-from persistbench.tarindex import HttpRange, LocalFile, build_index
-from persistbench.video import encode_video, read_frames
+from persistbench.io.serve import FileServer
+from persistbench.io.tarindex import HttpRange, LocalFile, build_index
+from persistbench.io.video import encode_video, read_frames
 
 MEMBERS = ("input_video.mp4", "target_video.mp4", "prompt.txt", "trajectory.npz", "metadata.json")
 

@@ -8,7 +8,7 @@ same generator are compared too), the recipe's fingerprint frames are compared w
 * every other clip, at the same frame indices.
 
 It prints both distributions for each thumbnail size and statistic and the margin between them, which
-is what docs/recipes.md reports and what the defaults in persistbench.recipes are chosen from.
+is what docs/recipes.md reports and what the defaults in persistbench.suites.persistbench.build.recipes are chosen from.
 
     python scripts/calibrate_fingerprint.py
 """
@@ -22,10 +22,10 @@ from pathlib import Path
 
 import numpy as np
 
-from persistbench.download import bundled_recipes
-from persistbench.recipes import fingerprint_distance, load_recipes, make_fingerprint
-from persistbench.synth import SynthConfig, generate
-from persistbench.video import ffmpeg_exe, read_frames
+from persistbench.io.video import ffmpeg_exe, read_frames
+from persistbench.suites.persistbench.build.download import bundled_recipes
+from persistbench.suites.persistbench.build.recipes import fingerprint_distance, load_recipes, make_fingerprint
+from persistbench.suites.persistbench.synth import SynthConfig, generate
 
 REENCODES = {
     "crf23": ["-c:v", "libx264", "-crf", "23", "-pix_fmt", "yuv420p"],

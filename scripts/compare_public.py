@@ -17,8 +17,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from persistbench.errors import PersistbenchError
-from persistbench.files import read_json
+from persistbench.core.errors import PersistbenchError
+from persistbench.io.files import read_json
 from persistbench.suites.persistbench import paper
 
 

@@ -18,12 +18,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from persistbench.files import dump_json, write_text
-from persistbench.infer import InferOptions, infer
-from persistbench.recipes import load_recipes
-from persistbench.reconstruct import clip_frames, reconstruct_case
-from persistbench.score import ScoreOptions, score
-from persistbench.synth import SynthConfig, generate
+from persistbench.core.infer import InferOptions, infer
+from persistbench.core.score import ScoreOptions, score
+from persistbench.io.files import dump_json, write_text
+from persistbench.suites.persistbench.build.recipes import load_recipes
+from persistbench.suites.persistbench.build.reconstruct import clip_frames, reconstruct_case
+from persistbench.suites.persistbench.synth import SynthConfig, generate
 
 CONFIG = SynthConfig(scenes=2, seed=3, pano_size=(512, 256), view_size=(128, 96), n_frames=24, fps=8.0)
 MODELS = ("hold", "reproject", "oracle")

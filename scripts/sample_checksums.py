@@ -14,10 +14,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from persistbench.download import DownloadOptions, download, resolve_recipes
-from persistbench.files import dump_json, write_text
-from persistbench.index import read_case_records
-from persistbench.sources import SourceOptions
+from persistbench.io.files import dump_json, write_text
+from persistbench.suites.persistbench.build.download import DownloadOptions, download, resolve_recipes
+from persistbench.suites.persistbench.build.sources import SourceOptions
+from persistbench.suites.persistbench.index import read_case_records
 
 KEPT = ("/frames/", "/masks/", "camera_params.npy", "visibility_dict.npy", "theta_phi_values.npy")
 

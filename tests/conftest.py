@@ -1,45 +1,131 @@
-"""Shared fixtures, built once per session: a small synthetic scene set and its reconstructed dataset, the
-bundled sample, R2M-Bench's synthetic checkout and random-weight checkpoints of the model backends."""
+"""Shared fixtures, built once per run: a small synthetic scene set and its reconstructed dataset, the
+bundled sample, R2M-Bench's synthetic checkouts and random-weight checkpoints of the model backends.
+
+Under pytest-xdist (``-n 2``) the workers share them: the first worker to need one builds it, in place,
+under a file lock in the run's common temporary folder; the others wait for it and reuse it. Tests
+copy a shared tree before damaging it.
+
+The fast tier: a test is ``slow`` when it uses one of :data:`SLOW_FIXTURES` (data that takes seconds to
+build, a Ray cluster, the demo) or is one of :data:`SLOW_TESTS`; ``pytest -m "not slow"`` runs the rest
+(about a minute on 2 cores) and still reaches every test module.
+"""
 
 from __future__ import annotations
 
+import fcntl
+import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from persistbench.recipes import load_recipes
-from persistbench.reconstruct import clip_frames, reconstruct_case
-from persistbench.synth import SynthConfig, generate
+from persistbench.suites.persistbench.build.recipes import load_recipes
+from persistbench.suites.persistbench.build.reconstruct import clip_frames, reconstruct_case
+from persistbench.suites.persistbench.synth import SynthConfig, generate
 
 SMALL = SynthConfig(scenes=2, seed=3, pano_size=(512, 256), view_size=(128, 96), n_frames=24, fps=8.0)
+
+SLOW_FIXTURES = {
+    # conftest's shared data
+    "synth_dir",
+    "dataset_dir",
+    "dataset_copy",
+    "sample_ds",
+    "r2m_tree",
+    "checkpoints",
+    # module fixtures that run whole chains
+    "demo_dir",
+    "ray_executor",
+    "oracle_run",
+    "scored_hold",
+    "wrop_run",
+    "hold_run",
+    "hold_run_small",
+    "pose_run",
+    "local_synth",
+    "served",
+    "reference",
+    "scenes",
+    "dist",
+    "fetched",
+    "classic",
+    "runs",
+    "kind_summaries",
+    "wrop_corpus",
+}
+SLOW_TESTS = {  # slow without a slow fixture: whole chains through the command line
+    "test_the_readme_first_command_runs_as_written",
+    "test_hold_gains_exactly_zero_and_flow_gains_in_the_changed_region",
+    "test_synth_cli_is_byte_reproducible",
+    "test_persistbench_outputs_unchanged",
+    "test_exact_outputs_do_not_depend_on_the_simd_level",
+    "test_doctor_checks_the_judge_endpoint",
+    "test_scores_are_identical_from_disk_over_http_and_after_fetch",
+    "test_the_hub_through_huggingface_hubs_file_system",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) or item.originalname in SLOW_TESTS:
+            item.add_marker(pytest.mark.slow)
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "slow: seconds or more (heavy fixtures, whole chains); deselect with -m 'not slow'"
+    )
+
+
+def shared(tmp_path_factory, name: str, build: Callable[[Path], Path]) -> Path:
+    """The folder ``name`` built once for the whole run by ``build(folder)`` (which returns the path to hand
+    out, inside ``folder``), whatever the number of xdist workers: built in place under a lock, marked
+    complete last, rebuilt when an earlier attempt died halfway."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # the run's folder, common to its workers
+    root, done = base / f"shared-{name}", base / f"shared-{name}.done"
+    with open(base / f"shared-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.is_file():
+            shutil.rmtree(root, ignore_errors=True)
+            root.mkdir()
+            done.write_text(str(build(root).relative_to(root)))
+    return root / done.read_text()
 
 
 @pytest.fixture(scope="session")
 def synth_dir(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("synth")
-    generate(out, SMALL)
-    return out
+    def build(out: Path) -> Path:
+        generate(out, SMALL)
+        return out
+
+    return shared(tmp_path_factory, "synth", build)
 
 
 @pytest.fixture(scope="session")
 def dataset_dir(synth_dir, tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("dataset")
-    for recipe in load_recipes(synth_dir / "recipes.jsonl"):
-        reconstruct_case(recipe, clip_frames(recipe, synth_dir / "sources" / f"{recipe.source.id}.mp4"), root)
-    return root
+    def build(root: Path) -> Path:
+        for recipe in load_recipes(synth_dir / "recipes.jsonl"):
+            reconstruct_case(recipe, clip_frames(recipe, synth_dir / "sources" / f"{recipe.source.id}.mp4"), root)
+        return root
+
+    return shared(tmp_path_factory, "dataset", build)
 
 
 @pytest.fixture(scope="session")
 def sample_ds(tmp_path_factory) -> Path:
     """The bundled sample (8 cases: 4 dynamic, 4 static, 60 frames of 256x192) reconstructed."""
-    from persistbench.download import DownloadOptions, download, resolve_recipes
-    from persistbench.sources import SourceOptions
+    from persistbench.suites.persistbench.build.download import DownloadOptions, download, resolve_recipes
+    from persistbench.suites.persistbench.build.sources import SourceOptions
 
-    out = tmp_path_factory.mktemp("sample")
-    opts = DownloadOptions(output=out / "ds", sources=SourceOptions(cache=out / "cache"), progress=False)
-    assert all(o.status == "done" for o in download(resolve_recipes(None, out / "cache"), opts))
-    return out / "ds"
+    def build(out: Path) -> Path:
+        opts = DownloadOptions(output=out / "ds", sources=SourceOptions(cache=out / "cache"), progress=False)
+        assert all(o.status == "done" for o in download(resolve_recipes(None, out / "cache"), opts))
+        return out / "ds"
+
+    return shared(tmp_path_factory, "sample", build)
 
 
 @pytest.fixture
@@ -53,7 +139,7 @@ def r2m_tree(tmp_path_factory) -> Path:
     """A synthetic R2M-Bench checkout (trajectories, images and the generated videos of each kind)."""
     from persistbench.suites.r2m import synth
 
-    return synth.make(tmp_path_factory.mktemp("r2m") / "tree")
+    return shared(tmp_path_factory, "r2m", lambda out: synth.make(out / "tree"))
 
 
 @pytest.fixture(scope="session")
@@ -63,7 +149,7 @@ def r2m(tmp_path_factory) -> Path:
     from persistbench.suites.r2m import synth
 
     cfg = synth.R2MSynthConfig(cases=1, n_poses=41, size=(48, 64), pano_size=(128, 256))
-    return synth.make(tmp_path_factory.mktemp("r2m-small") / "tree", cfg)
+    return shared(tmp_path_factory, "r2m-small", lambda out: synth.make(out / "tree", cfg))
 
 
 @pytest.fixture
@@ -78,13 +164,23 @@ def checkpoints(tmp_path_factory) -> dict[str, Path]:
     pytest.importorskip("transformers")
     import checkpoints as build
 
-    root = tmp_path_factory.mktemp("weights")
+    def make(root: Path) -> Path:
+        build.dinov2_reg(root / "dinov2-reg")
+        build.dinov2(root / "dinov2")
+        build.dinov3(root / "dinov3")
+        build.sam2(root / "sam2")
+        build.lightglue(root / "lightglue")
+        build.exported(root / "boq.pt2", 5)
+        build.exported(root / "mutualvpr.pt2", 6)
+        return root
+
+    root = shared(tmp_path_factory, "weights", make)
     return {
-        "dinov2-reg-large": build.dinov2_reg(root / "dinov2-reg"),
-        "dinov2-base": build.dinov2(root / "dinov2"),
-        "dinov3-large": build.dinov3(root / "dinov3"),
-        "sam2": build.sam2(root / "sam2"),
-        "superpoint-lightglue": build.lightglue(root / "lightglue"),
-        "boq": build.exported(root / "boq.pt2", 5),
-        "mutualvpr": build.exported(root / "mutualvpr.pt2", 6),
+        "dinov2-reg-large": root / "dinov2-reg",
+        "dinov2-base": root / "dinov2",
+        "dinov3-large": root / "dinov3",
+        "sam2": root / "sam2",
+        "superpoint-lightglue": root / "lightglue",
+        "boq": root / "boq.pt2",
+        "mutualvpr": root / "mutualvpr.pt2",
     }

@@ -18,20 +18,21 @@ import pytest
 from click.testing import CliRunner
 from judge_server import JudgeServer, completion, seen, state
 
-from persistbench import pair_metrics
-from persistbench import paper_metrics as pm
 from persistbench.backends import BACKENDS, BackendOptions, BackendUnavailable, JudgeOptions, check_backend, load
 from persistbench.backends.features import IMAGENET_MEAN, IMAGENET_STD, PatchFeatures
 from persistbench.backends.judge import BadReply, Judge, JudgmentFailed, Request
 from persistbench.backends.matcher import PairMatcher
 from persistbench.backends.weights import resolve
 from persistbench.cli import main
-from persistbench.errors import PersistbenchError
-from persistbench.layout import RunLayout, public_result
-from persistbench.pair_video import PairVideo, parse_state
-from persistbench.protocol import shipped_path
-from persistbench.registry import METRICS
+from persistbench.core.errors import PersistbenchError
+from persistbench.core.layout import RunLayout
+from persistbench.core.protocol import shipped_path
+from persistbench.metrics import pair as pair_metrics
+from persistbench.metrics import paper as pm
+from persistbench.metrics.pair_video import PairVideo, parse_state
+from persistbench.metrics.registry import METRICS
 from persistbench.suites.persistbench import paper
+from persistbench.suites.persistbench.layout import public_result
 from persistbench.suites.r2m.suite import R2MBench
 
 torch = pytest.importorskip("torch")
@@ -343,7 +344,7 @@ def test_paper_v3_scores_a_run_with_every_backend(oracle_run, checkpoints, tmp_p
 
 
 def test_runs_scored_with_other_weights_or_judges_are_flagged():
-    from persistbench.report import comparability_warnings
+    from persistbench.core.report import comparability_warnings
 
     def run(name, sha, judge, device="cpu"):
         backends = {"sam2": [{"weights": "w", "sha256": sha, "device": device}], "judge": [{"judge_model": judge}]}

@@ -19,11 +19,11 @@ import numpy as np
 import pytest
 from clirun import refused, run_cli
 
-from persistbench.errors import PersistbenchError
-from persistbench.files import parse_json, read_bounded, read_json
-from persistbench.safeload import load_npy, load_npy_bytes
+from persistbench.core.errors import PersistbenchError
+from persistbench.io.files import parse_json, read_bounded, read_json
+from persistbench.io.safeload import load_npy, load_npy_bytes
+from persistbench.io.video import read_frames
 from persistbench.suites.r2m import layout
-from persistbench.video import read_frames
 
 
 def _image(root: Path) -> Path:
@@ -108,12 +108,12 @@ def test_a_huge_integer_in_a_trajectory_is_refused_by_name(checkout):
 
 
 def test_a_deep_protocol_file_is_refused_by_name(tmp_path):
-    from persistbench.protocol import load_protocol
+    from persistbench.suites.wrop.suite import Wrop
 
     proto = tmp_path / "deep.json"
     proto.write_text('{"name": ' + _deep(100_000) + "}")
     with pytest.raises(PersistbenchError, match=r"deep\.json: JSON nested too deeply$"):
-        load_protocol(str(proto), {}, ())
+        Wrop.load_protocol(str(proto))
 
 
 def _npy_with_header(shape: tuple[int, ...]) -> bytes:
@@ -216,10 +216,9 @@ def test_cpus_per_task_must_be_finite(scored_hold, value):
 @pytest.mark.parametrize(
     ("options", "needle"),
     [
-        ({"tasks": [["a"], {"b": 1}]}, "dataset.options.tasks: must be a list of task names"),
-        ({"per_task": -5}, "dataset.options.per_task: must be a positive integer"),
-        ({"per_task": True}, "dataset.options.per_task: must be a positive integer"),
+        ({"tasks": ["a"]}, "dataset.options.tasks: not an option infer records"),  # WROP's, not R2M-Bench's
         ({"colour": "red"}, "dataset.options.colour: not an option infer records"),
+        ([1, 2], "dataset.options: must be a JSON object"),
     ],
 )
 def test_run_json_options_are_checked_as_run_json(scored_hold, tmp_path, options, needle):
@@ -233,6 +232,25 @@ def test_run_json_options_are_checked_as_run_json(scored_hold, tmp_path, options
         if "run.json" in line
     )
     assert needle in line and "--per-task" not in line
+
+
+@pytest.mark.parametrize(
+    ("options", "needle"),
+    [
+        ({"tasks": [["a"], {"b": 1}]}, "run.json: dataset.options.tasks: must be a list of task names"),
+        ({"per_task": -5}, "run.json: dataset.options.per_task: must be a positive integer"),
+        ({"per_task": True}, "run.json: dataset.options.per_task: must be a positive integer"),
+        ({"categories": 3}, "run.json: dataset.options.categories: must be a file path"),
+    ],
+)
+def test_recorded_case_options_are_checked_by_their_suite(options, needle):
+    from persistbench.core.options import recorded
+    from persistbench.suites.wrop.suite import Wrop
+
+    with pytest.raises(PersistbenchError) as e:
+        recorded(Wrop.option_specs, options, "run.json: dataset.options")
+    assert str(e.value) == needle
+    assert recorded(Wrop.option_specs, {"tasks": ["a"], "per_task": 2}, "x") == {"tasks": ("a",), "per_task": 2}
 
 
 # ---------------------------------------------------------------- item 5: a slow-drip server
@@ -273,7 +291,7 @@ def drip_server():
 def test_a_request_is_bounded_as_a_whole(drip_server):
     import time
 
-    from persistbench.web import request
+    from persistbench.io.web import request
 
     start = time.monotonic()
     with pytest.raises(PersistbenchError, match=r"no complete answer within 2 s"):

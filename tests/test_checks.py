@@ -19,11 +19,11 @@ import numpy as np
 import pytest
 from clirun import refused, run_cli
 
-from persistbench.errors import PersistbenchError
+from persistbench.core.errors import PersistbenchError
+from persistbench.io.tarindex import LocalFile, build_index, cached_index
 from persistbench.suites.r2m import layout
 from persistbench.suites.wrop import layout as wrop_layout
 from persistbench.suites.wrop import synth as wrop_synth
-from persistbench.tarindex import LocalFile, build_index, cached_index
 
 
 def snapshot(root: Path) -> dict[str, bytes]:

@@ -10,8 +10,8 @@ import os
 import pytest
 from clirun import refused, run_cli
 
-from persistbench.errors import PersistbenchError
-from persistbench.names import child, confined
+from persistbench.core.errors import PersistbenchError
+from persistbench.io.names import child, confined
 from persistbench.suites.wrop import synth as wrop_synth
 
 

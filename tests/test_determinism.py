@@ -12,9 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from persistbench import portable, segment
-from persistbench.errors import PersistbenchError
-from persistbench.video import decode_with_pts, encode_video, read_frames
+from persistbench.core.errors import PersistbenchError
+from persistbench.geometry import portable
+from persistbench.io.video import decode_with_pts, encode_video, read_frames
+from persistbench.suites.persistbench import segment
 
 ROOT = Path(__file__).parent.parent
 # The lowest SIMD levels the two libraries let us force on this machine (SSE2 is x86-64's baseline).
@@ -100,7 +101,7 @@ def test_ffmpeg_colour_conversion_is_bit_exact_without_simd(tmp_path):
     encode_video(tmp_path / "a.mp4", frames, 8.0)
     plain = hashlib.sha256(b"".join(f.tobytes() for f in read_frames(tmp_path / "a.mp4"))).hexdigest()
     code = (
-        "import hashlib, sys; from persistbench import video;"
+        "import hashlib, sys; from persistbench.io import video;"
         "video.BITEXACT_SCALING = ('-cpuflags', '0', *video.BITEXACT_SCALING);"
         "print(hashlib.sha256(b''.join(f.tobytes() for f in video.read_frames(sys.argv[1]))).hexdigest())"
     )

@@ -15,13 +15,14 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from persistbench import layout
 from persistbench.cli import main
-from persistbench.dataset import Dataset
-from persistbench.index import read_case_records, read_index
-from persistbench.serve import FileServer
-from persistbench.synth import SynthConfig, generate
-from persistbench.verify import verify_dataset
+from persistbench.core import layout
+from persistbench.io.serve import FileServer
+from persistbench.suites.persistbench import layout as pb_layout
+from persistbench.suites.persistbench.dataset import Dataset
+from persistbench.suites.persistbench.index import read_case_records, read_index
+from persistbench.suites.persistbench.synth import SynthConfig, generate
+from persistbench.suites.persistbench.verify import verify_dataset
 
 CFG = SynthConfig(scenes=4, seed=5, pano_size=(512, 256), view_size=(128, 96), n_frames=24, fps=8.0)
 
@@ -52,7 +53,7 @@ def tree(root: Path) -> dict[str, bytes]:
     return {
         p.relative_to(root).as_posix(): p.read_bytes()
         for p in sorted(root.rglob("*"))
-        if p.is_file() and layout.STATE_DIR not in p.parts and p.name != layout.RECIPES_PROVENANCE
+        if p.is_file() and layout.STATE_DIR not in p.parts and p.name != pb_layout.RECIPES_PROVENANCE
     }
 
 
@@ -146,7 +147,7 @@ def test_frames_are_located_by_timestamp(local_synth, reference, served, tmp_pat
     assert result.exit_code == 0, result.output
     sub = Dataset(tmp_path / "ds").cases()[0]
     full = Dataset(reference).case(sub.subset, sub.case_id)
-    for view in layout.VIEWS:
+    for view in pb_layout.VIEWS:
         for t in range(n):
             assert sub.view(view).frame_paths[t].read_bytes() == full.view(view).frame_paths[first + t].read_bytes()
             assert sub.view(view).mask_paths[t].read_bytes() == full.view(view).mask_paths[first + t].read_bytes()

@@ -20,13 +20,13 @@ import pytest
 from click.testing import CliRunner
 
 from persistbench.cli import main
-from persistbench.download import DownloadOptions, download, resolve_recipes
-from persistbench.errors import PersistbenchError, UsageError
+from persistbench.core.errors import PersistbenchError, UsageError
+from persistbench.core.infer import InferOptions, infer
+from persistbench.core.report import build_report
+from persistbench.core.score import ScoreOptions, score
 from persistbench.executors import ExecutorOptions, ProcessExecutor, Selection, Shard, read_records
-from persistbench.infer import InferOptions, infer
-from persistbench.report import build_report
-from persistbench.score import ScoreOptions, score
-from persistbench.sources import SourceOptions
+from persistbench.suites.persistbench.build.download import DownloadOptions, download, resolve_recipes
+from persistbench.suites.persistbench.build.sources import SourceOptions
 from persistbench.suites.r2m.synth import R2MSynthConfig
 from persistbench.suites.r2m.synth import make as make_r2m
 from persistbench.suites.wrop.synth import WropSynthConfig
@@ -196,7 +196,7 @@ def test_every_stage_takes_shards_then_aggregate_only(synth_dir, dataset_dir, tm
 
 
 def test_an_interrupted_pack_keeps_its_staged_pairs(dataset_dir, tmp_path):
-    from persistbench.pack import pack, staging_dir
+    from persistbench.suites.persistbench.dist.pack import pack, staging_dir
 
     out = tmp_path / "dist"
     pack(dataset_dir, out, 100_000, shard=Shard(0, 2))  # what a killed pack leaves: some pairs staged

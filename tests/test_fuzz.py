@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from persistbench.errors import PersistbenchError
+from persistbench.core.errors import PersistbenchError
 
 EXAMPLES = int(os.environ.get("PERSISTBENCH_FUZZ_EXAMPLES", "40"))
 FUZZ = settings(
@@ -106,7 +106,7 @@ def _refuses_cleanly(call, *args) -> None:
 
 @pytest.fixture(scope="module")
 def recipe_line() -> dict:
-    from persistbench.download import bundled_recipes
+    from persistbench.suites.persistbench.build.download import bundled_recipes
 
     return json.loads(bundled_recipes().read_text().splitlines()[0])
 
@@ -114,7 +114,7 @@ def recipe_line() -> dict:
 @FUZZ
 @given(data=st.data())
 def test_recipes(recipe_line, tmp_path, data):
-    from persistbench.recipes import parse_recipes
+    from persistbench.suites.persistbench.build.recipes import parse_recipes
 
     text = data.draw(json_mutated(recipe_line)).decode("utf-8", errors="replace")
     _refuses_cleanly(parse_recipes, text + "\n", "r.jsonl", tmp_path)
@@ -127,8 +127,8 @@ def test_recipes(recipe_line, tmp_path, data):
 @FUZZ
 @given(data=st.data())
 def test_protocol_files(suite, tmp_path, data):
-    from persistbench.protocol import shipped_path
-    from persistbench.suites import suite_class
+    from persistbench.core.protocol import shipped_path
+    from persistbench.core.suites import suite_class
 
     cls = suite_class(suite)
     shipped = json.loads(shipped_path(cls.protocols[0]).read_text())
@@ -215,7 +215,7 @@ def _one_archive(corpus: Path) -> Path:
 @FUZZ
 @given(data=st.data())
 def test_tar_headers(wrop_corpus, tmp_path, data):
-    from persistbench.tarindex import LocalFile, build_index
+    from persistbench.io.tarindex import LocalFile, build_index
 
     raw = _one_archive(wrop_corpus).read_bytes()
     headers = bytearray(raw)
@@ -271,7 +271,7 @@ def test_wrop_members(wrop_corpus, tmp_path, data):
 @FUZZ
 @given(data=st.data())
 def test_npy_headers(tmp_path, data):
-    from persistbench.safeload import load_npy
+    from persistbench.io.safeload import load_npy
 
     buf = io.BytesIO()
     np.save(buf, np.arange(24, dtype="<f8").reshape(2, 3, 4))
@@ -296,7 +296,7 @@ replies = st.one_of(
 @given(text=replies)
 def test_judge_replies(text):
     from persistbench.backends.judge import BadReply, extract_json
-    from persistbench.pair_video import parse_state
+    from persistbench.metrics.pair_video import parse_state
     from persistbench.suites.persistbench.paper import parse_seen
 
     try:

@@ -20,14 +20,17 @@ import pytest
 from click.testing import CliRunner
 from processes import group_alive
 
-from persistbench import layout, names
 from persistbench.cli import main
-from persistbench.download import bundled_recipes
-from persistbench.errors import PersistbenchError
-from persistbench.files import write_json
-from persistbench.images import write_image
-from persistbench.safeload import load_npy, save_npy_dict
-from persistbench.serve import FileServer
+from persistbench.core import layout
+from persistbench.core.errors import PersistbenchError
+from persistbench.core.protocol import SHIPPED
+from persistbench.io import names
+from persistbench.io.files import write_json
+from persistbench.io.images import write_image
+from persistbench.io.safeload import load_npy, save_npy_dict
+from persistbench.io.serve import FileServer
+from persistbench.suites.persistbench import layout as pb_layout
+from persistbench.suites.persistbench.build.download import bundled_recipes
 
 SAMPLE = bundled_recipes()
 
@@ -124,7 +127,7 @@ def test_every_id_passes_the_name_rule(tmp_path, field, value, problem):
 
 
 def test_protocol_name_cannot_leave_the_run(tmp_path):
-    protocol = json.loads((Path(layout.__file__).parent / "data" / "protocols" / "classic-v1.json").read_text())
+    protocol = json.loads((SHIPPED / "classic-v1.json").read_text())
     protocol["name"] = "../../x"
     (tmp_path / "p.json").write_text(json.dumps(protocol))
     (tmp_path / "run").mkdir()
@@ -141,7 +144,7 @@ def test_path_builders_refuse_results_outside_their_root(tmp_path):
     run = layout.RunLayout(tmp_path)
     for bad in ("..", "../x", "/etc", "a/b", "", ".hidden", "a\nb"):
         with pytest.raises(PersistbenchError, match="refusing to build a path"):
-            layout.case_dir(tmp_path, "static", bad)
+            pb_layout.case_dir(tmp_path, "static", bad)
         with pytest.raises(PersistbenchError):
             run.case_scores(bad, "static", "C")
     assert names.child(tmp_path, "static", "_Qla-x.1") == tmp_path / "static" / "_Qla-x.1"
@@ -179,8 +182,8 @@ def test_recipe_sizes_are_bounded(tmp_path, edit, problem):
 
 
 def test_a_case_that_does_not_fit_in_memory_is_refused_before_allocating(monkeypatch):
-    from persistbench import reconstruct
-    from persistbench.recipes import load_recipes
+    from persistbench.suites.persistbench.build import reconstruct
+    from persistbench.suites.persistbench.build.recipes import load_recipes
 
     recipe = load_recipes(SAMPLE)[0]
     reconstruct.check_memory(recipe, 1024, 512, "clip.mp4")  # fits
@@ -237,7 +240,7 @@ def test_safe_loader_refuses_a_header_larger_than_its_file(tmp_path):
 
 
 def test_remote_recipes_are_read_with_a_size_limit(tmp_path, monkeypatch):
-    from persistbench import download, recipes
+    from persistbench.suites.persistbench.build import download, recipes
 
     (tmp_path / "big.jsonl").write_bytes(b"x" * (3 << 20))
     monkeypatch.setattr(download, "MAX_FILE_BYTES", 1 << 20)
@@ -383,8 +386,8 @@ def test_no_network_for_the_hub_is_one_line(tmp_path):
 def test_fingerprint_refuses_another_sample_clip_and_accepts_reencodes(tmp_path):
     """Calibrated (scripts/calibrate_fingerprint.py): each bundled clip in place of another is refused,
     re-encodes of the right clip (another CRF, half size) are accepted."""
-    from persistbench.recipes import fingerprint_distance, load_recipes
-    from persistbench.video import H264_SETTINGS, encode_video, read_frames
+    from persistbench.io.video import H264_SETTINGS, encode_video, read_frames
+    from persistbench.suites.persistbench.build.recipes import fingerprint_distance, load_recipes
 
     recipes = load_recipes(SAMPLE)
     frames = {r.source.id: list(read_frames(SAMPLE.parent / "sources" / f"{r.source.id}.mp4")) for r in recipes}
@@ -450,10 +453,10 @@ def test_options_are_named_alike_and_say_what_they_take(tmp_path):
     from persistbench import cli
 
     for command in ("synth", "pack", "report", "demo", "download", "infer", "fetch"):
-        opts = {o for p in cli.main.commands[command].params for o in p.opts}
+        opts = {o for p in cli.main.get_command(None, command).params for o in p.opts}
         assert "--output" in opts, command
-    doctor_cache = next(p for p in cli.main.commands["doctor"].params if p.name == "cache")
-    download_cache = next(p for p in cli.main.commands["download"].params if p.name == "cache")
+    doctor_cache = next(p for p in cli.main.get_command(None, "doctor").params if p.name == "cache")
+    download_cache = next(p for p in cli.main.get_command(None, "download").params if p.name == "cache")
     assert doctor_cache.default == download_cache.default == "cache/youtube"
     result = CliRunner().invoke(main, ["score", "--pred", str(tmp_path), "--eval-size", "512"])
     assert result.exit_code == 2 and "'512' is not HEIGHTxWIDTH" in result.output
@@ -493,8 +496,8 @@ def test_masks_are_resized_centre_aligned_and_scored_like_scikit_image(tmp_path,
     from PIL import Image
     from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
-    from persistbench import metrics
-    from persistbench.sampling import crop_resize
+    from persistbench.geometry.sampling import crop_resize
+    from persistbench.metrics import frame as metrics
     from persistbench.suites.persistbench.scoring import read_all
 
     rng = np.random.default_rng(sum(size) + sum(out))

@@ -13,16 +13,17 @@ from pathlib import Path
 import numpy as np
 from click.testing import CliRunner
 
-from persistbench import BaseModel, ModelInput, ModelOutput, layout
-from persistbench.camera import Camera
+from persistbench import BaseModel, ModelInput, ModelOutput
 from persistbench.cli import main
-from persistbench.dataset import Dataset
-from persistbench.download import resolve_recipes
-from persistbench.files import write_json
-from persistbench.images import list_images, read_image
-from persistbench.recipes import load_recipes
-from persistbench.reconstruct import clip_frames
-from persistbench.sampling import crop_box, fit_camera, sample_indices
+from persistbench.core import layout
+from persistbench.geometry.camera import Camera
+from persistbench.geometry.sampling import crop_box, fit_camera, sample_indices
+from persistbench.io.files import write_json
+from persistbench.io.images import list_images, read_image
+from persistbench.suites.persistbench.build.download import resolve_recipes
+from persistbench.suites.persistbench.build.recipes import load_recipes
+from persistbench.suites.persistbench.build.reconstruct import clip_frames
+from persistbench.suites.persistbench.dataset import Dataset
 
 ROOT = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve()

@@ -23,8 +23,8 @@ from judge_server import JudgeServer, completion
 
 from persistbench.backends import JudgeOptions
 from persistbench.backends.judge import BadReply, Judge, JudgmentFailed, Request
-from persistbench.layout import RunLayout
-from persistbench.protocol import shipped_path
+from persistbench.core.layout import RunLayout
+from persistbench.core.protocol import shipped_path
 from persistbench.suites.r2m.suite import R2MBench
 
 pytest.importorskip("openai")

@@ -10,22 +10,23 @@ import shutil
 import numpy as np
 import pytest
 
-from persistbench import layout
-from persistbench.dataset import Dataset
-from persistbench.errors import PersistbenchError
-from persistbench.files import atomic_path, write_json
-from persistbench.images import list_images
-from persistbench.index import DATA_COLUMNS, mark_complete, read_case_records, read_index
-from persistbench.safeload import load_npy, save_npy_dict
-from persistbench.video import encode_video
+from persistbench.core import layout
+from persistbench.core.errors import PersistbenchError
+from persistbench.io.files import atomic_path, write_json
+from persistbench.io.images import list_images
+from persistbench.io.safeload import load_npy, save_npy_dict
+from persistbench.io.video import encode_video
+from persistbench.suites.persistbench import layout as pb_layout
+from persistbench.suites.persistbench.dataset import Dataset
+from persistbench.suites.persistbench.index import DATA_COLUMNS, mark_complete, read_case_records, read_index
 
 
 def test_case_id_parses_from_the_right():
-    cid = layout.CaseId.parse("Indoor_a_b-c_d_e_3_obj_12")
+    cid = pb_layout.CaseId.parse("Indoor_a_b-c_d_e_3_obj_12")
     assert (cid.category, cid.source_id, cid.clip, cid.obj_id) == ("Indoor", "a_b-c_d_e", 3, "12")
     assert str(cid) == "Indoor_a_b-c_d_e_3_obj_12"
     with pytest.raises(PersistbenchError, match="not a case id"):
-        layout.CaseId.parse("no_object_here")
+        pb_layout.CaseId.parse("no_object_here")
 
 
 def test_list_images_accepts_every_naming_variant(tmp_path):
@@ -133,7 +134,7 @@ def test_dataset_reads_the_nested_video_form(dataset_dir, tmp_path):
     """``<subset>/<case_id>/<obj_id>/`` with ``video.mp4`` (the sharded distribution)."""
     src = Dataset(dataset_dir).cases()[0]
     nested = tmp_path / "fetched" / src.subset / src.case_id / "1"
-    for name in layout.VIEWS:
+    for name in pb_layout.VIEWS:
         view = src.view(name)
         (nested / name).mkdir(parents=True)
         encode_video(nested / name / "video.mp4", view.frames(), fps=8)

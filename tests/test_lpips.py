@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from persistbench import metrics
+from persistbench.backends import lpips as metrics
 
 lpips = pytest.importorskip("lpips", reason='the lpips extra: pip install -e ".[lpips]"')
 torch = pytest.importorskip("torch")
@@ -52,7 +52,7 @@ def test_unmasked_lpips_equals_the_package_call(scorer):
 
 def test_missing_weights_say_what_fixes_them(tmp_path, monkeypatch):
     monkeypatch.setenv("TORCH_HOME", str(tmp_path))
-    with pytest.raises(metrics.LpipsUnavailable, match=r"alexnet-owt-7be5be79\.pth.*--lpips-weights"):
+    with pytest.raises(metrics.LpipsUnavailable, match=r"alexnet-owt-7be5be79\.pth.*--weights lpips=FILE"):
         metrics.Lpips()
 
 
@@ -75,7 +75,7 @@ def test_allow_download_checks_the_hash_and_leaves_nothing_behind(tmp_path, monk
     """A mirror (loopback) serving a file that is not the real AlexNet is refused by its sha256 prefix."""
     import torchvision
 
-    from persistbench.serve import FileServer
+    from persistbench.io.serve import FileServer
 
     served = tmp_path / "mirror"
     served.mkdir()
@@ -91,17 +91,25 @@ def test_allow_download_checks_the_hash_and_leaves_nothing_behind(tmp_path, monk
     assert not list((tmp_path / "home").rglob("*.pth*"))
 
 
-def test_r2m_pair_lpips_is_the_package_call_on_each_pairs_frames(scorer):
-    """R2M-Bench's ``frame_lpips``: full uint8 frames of one video, in bounded batches of pairs."""
-    from persistbench.registry import METRICS, PairVideo
+def test_r2m_pair_lpips_is_the_package_call_on_each_pairs_frames(tmp_path):
+    """R2M-Bench's ``frame_lpips``: full uint8 frames of one video, in bounded batches of pairs, on the ``lpips``
+    backend loaded from a weights file like every backend."""
+    import torchvision
 
+    from persistbench.backends import BackendOptions, load
+    from persistbench.metrics.registry import METRICS, PairVideo
+
+    torch.manual_seed(2)
+    path = tmp_path / metrics.ALEXNET_FILE
+    torch.save(torchvision.models.alexnet(weights=None).state_dict(), path)
+    opts = BackendOptions(device="cpu", weights=(("lpips", str(path)),))
     rng = np.random.default_rng(4)
     frames = {i: rng.integers(0, 256, (48, 64, 3), dtype=np.uint8) for i in range(20)}
     pairs = [(i, (3 * i + 1) % 20) for i in range(20)]  # 20 pairs: two batches
-    got = METRICS["frame_lpips"].function(PairVideo(frames, scorer), pairs, {})
+    got = METRICS["frame_lpips"].function(PairVideo(frames, opts), pairs, {})
     to = lambda x: torch.from_numpy(x.astype(np.float32) / 255.0).permute(0, 3, 1, 2) * 2 - 1  # noqa: E731
     reference = lpips.LPIPS(net="alex", version="0.1", pretrained=True, pnet_rand=True, verbose=False)
-    reference.load_state_dict(scorer.model.state_dict())
+    reference.load_state_dict(load("lpips", opts).model.state_dict())
     with torch.no_grad():
         a = np.stack([frames[i] for i, _ in pairs])
         b = np.stack([frames[j] for _, j in pairs])

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
-from persistbench import metrics
+from persistbench.metrics import frame as metrics
 
 
 def skimage_ssim_map(a, b):

@@ -15,12 +15,13 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from persistbench import layout
 from persistbench.cli import main
-from persistbench.dataset import Dataset
-from persistbench.errors import PersistbenchError
-from persistbench.fetch import check_member, extract_shard
-from persistbench.layout import DistributionLayout, RunLayout
+from persistbench.core.errors import PersistbenchError
+from persistbench.core.layout import RunLayout
+from persistbench.suites.persistbench import layout as pb_layout
+from persistbench.suites.persistbench.dataset import Dataset
+from persistbench.suites.persistbench.dist.fetch import check_member, extract_shard
+from persistbench.suites.persistbench.layout import DistributionLayout
 
 
 def cli(*args, code=0):
@@ -59,7 +60,7 @@ def test_fetched_pairs_equal_the_reconstructed_cases(sample_ds, dist, fetched):
     for case in got:
         want = ref[case.case_id]
         assert case.nested and case.subset == want.subset == index[case.case_id]["subset"]
-        for name in layout.VIEWS:
+        for name in pb_layout.VIEWS:
             v, w = case.view(name), want.view(name)
             assert v.video_path is not None and v.n_frames == w.n_frames == index[case.case_id]["n_frames"]
             assert all(np.array_equal(a, b) for a, b in zip(v.masks(), w.masks()))

@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from persistbench.errors import PersistbenchError
-from persistbench.infer import InferOptions, infer
-from persistbench.protocol import shipped_path
-from persistbench.registry import METRICS
-from persistbench.suites import open_suite
-from persistbench.suites.base import ScoreContext
+from persistbench.core.errors import PersistbenchError
+from persistbench.core.infer import InferOptions, infer
+from persistbench.core.protocol import shipped_path
+from persistbench.core.suite import ScoreContext
+from persistbench.core.suites import open_suite
+from persistbench.metrics.registry import METRICS
 from persistbench.suites.persistbench.scoring import frame_sets
 from persistbench.suites.persistbench.suite import PersistBench
 from persistbench.suites.r2m import layout, pairs, synth
@@ -101,7 +101,7 @@ def _classic_scores(classic, config, tmp_path, model="hold") -> list[dict]:
     for case in suite.cases():
         pred = suite.read_prediction(runs[model], None, case)
         wanted = tuple(m for m in protocol.metrics if m != "lpips")
-        out.append(suite.score_case(case, pred, protocol, ScoreContext(wanted)))
+        out.append(protocol.scorer.score_case(suite, case, pred, protocol, ScoreContext(wanted)))
     return out
 
 
@@ -124,7 +124,7 @@ def test_classic_fields_act(classic, tmp_path, field):
 
 @pytest.mark.parametrize("field", sorted(CLASSIC_CHECKED))
 def test_classic_fields_are_checked(tmp_path, field):
-    with pytest.raises(PersistbenchError, match=rf"{field.split('.')[0]}: .*must be one of"):
+    with pytest.raises(PersistbenchError, match=rf"{field.split('.')[0]}: .*(must be one of|must read exactly)"):
         _load(PersistBench, _set(CLASSIC, field, CLASSIC_CHECKED[field]), tmp_path)
 
 
@@ -239,7 +239,7 @@ def _video_scores(r2m_tree, config, tmp_path, kind: str) -> dict:
     suite = open_suite(r2m_tree)
     case = next(c for c in suite.cases() if c.subset == "WSLRRLL")
     pair_file = suite.pair_file(case, protocol)
-    from persistbench.video import read_frames
+    from persistbench.io.video import read_frames
 
     frames = dict(enumerate(read_frames(r2m_tree / "videos" / kind / "WSLRRLL" / f"{case.case_id}.mp4")))
     wanted = tuple(m for m in protocol.metrics if not METRICS[m].backend_keys and m != "frame_lpips")
@@ -264,7 +264,7 @@ def _textured_pair() -> dict[int, np.ndarray]:
 @pytest.mark.parametrize("field", sorted(R2M_VALUES))
 def test_r2m_metric_fields_act(r2m_tree, tmp_path, field):
     if field.startswith("sift."):  # the synthetic scene is smooth: SIFT needs texture to show its parameters
-        from persistbench.registry import PairVideo
+        from persistbench.metrics.registry import PairVideo
 
         def sift(config):
             protocol, video = _load(R2MBench, config, tmp_path), PairVideo(_textured_pair())
@@ -287,7 +287,7 @@ def test_r2m_metric_fields_act(r2m_tree, tmp_path, field):
 def _model_values(config, tmp_path, checkpoints, metric: str, judge_url: str | None = None):
     """``metric`` on the textured pair with the random-weight backends."""
     from persistbench.backends import BackendOptions, JudgeOptions
-    from persistbench.pair_video import PairVideo
+    from persistbench.metrics.pair_video import PairVideo
 
     judge = JudgeOptions(judge_url, "judge-x") if judge_url else None
     opts = BackendOptions("cpu", tuple((k, str(v)) for k, v in sorted(checkpoints.items())), False, 4, judge)
@@ -389,8 +389,8 @@ def _wrop_scores(wrop, config, tmp_path) -> tuple[list[dict], dict]:
     protocol = _load(Wrop, config, tmp_path)
     ctx = ScoreContext(tuple(m for m in protocol.metrics if m != "lpips"))
     cases = suite.cases()[2:4]  # one sample of each task (both have changed regions, seams or padding)
-    records = [suite.score_case(c, suite.read_prediction(run, None, c), protocol, ctx) for c in cases]
-    return records, suite.summarise(records, protocol, ctx)[1]
+    records = [protocol.scorer.score_case(suite, c, suite.read_prediction(run, None, c), protocol, ctx) for c in cases]
+    return records, protocol.scorer.summarise(suite, records, protocol, ctx)[1]
 
 
 @pytest.mark.parametrize("field", sorted(WROP_ACTS))
@@ -411,5 +411,5 @@ def test_wrop_fields_act(wrop, tmp_path, field):
 def test_wrop_fields_are_checked(tmp_path, field):
     from persistbench.suites.wrop.suite import Wrop
 
-    with pytest.raises(PersistbenchError, match="must be one of"):
+    with pytest.raises(PersistbenchError, match=rf"{field.split('.')[0]}: .*(must be one of|must read exactly)"):
         _load(Wrop, _set(WROP, field, WROP_CHECKED[field]), tmp_path)

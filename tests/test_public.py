@@ -18,12 +18,12 @@ import pytest
 from click.testing import CliRunner
 
 from persistbench.cli import main
-from persistbench.dataset import Dataset
-from persistbench.files import write_json
-from persistbench.images import write_image
-from persistbench.layout import RunLayout
-from persistbench.safeload import save_npy_dict
-from persistbench.sampling import crop_box, crop_resize, sample_indices, target_size
+from persistbench.core.layout import RunLayout
+from persistbench.geometry.sampling import crop_box, crop_resize, sample_indices, target_size
+from persistbench.io.files import write_json
+from persistbench.io.images import write_image
+from persistbench.io.safeload import save_npy_dict
+from persistbench.suites.persistbench.dataset import Dataset
 
 
 def public_tree(ds: Path, out: Path, length: int, reso: list[int] | int, drop: int | None = None) -> Path:

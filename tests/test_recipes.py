@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from pycocotools import mask as coco
 
-from persistbench import recipes
-from persistbench.errors import PersistbenchError
+from persistbench.core.errors import PersistbenchError
+from persistbench.suites.persistbench.build import recipes
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from persistbench.cli import main
-from persistbench.layout import RunLayout
+from persistbench.core.layout import RunLayout
 from persistbench.suites.persistbench.report import frames_since_left, memory_curve, wilson
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -17,13 +17,14 @@ import pytest
 from click.testing import CliRunner
 from processes import group_alive
 
-from persistbench import layout
 from persistbench.cli import main
-from persistbench.dataset import Dataset
-from persistbench.images import write_image
-from persistbench.index import read_case_records
-from persistbench.safeload import save_npy_dict
-from persistbench.synth import SynthConfig, generate
+from persistbench.core import layout
+from persistbench.io.images import write_image
+from persistbench.io.safeload import save_npy_dict
+from persistbench.suites.persistbench import layout as pb_layout
+from persistbench.suites.persistbench.dataset import Dataset
+from persistbench.suites.persistbench.index import read_case_records
+from persistbench.suites.persistbench.synth import SynthConfig, generate
 
 CFG = SynthConfig(scenes=4, seed=11, pano_size=(512, 256), view_size=(128, 96), n_frames=24, fps=8.0)
 
@@ -109,7 +110,7 @@ def test_download_killed_three_times_leaves_nothing_running_and_resumes_identica
     assert any(kills) and records() < 4
     result = subprocess.run(cmd, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
-    assert files(out, (layout.RECIPES_PROVENANCE,)) == files(reference / "ds", (layout.RECIPES_PROVENANCE,))
+    assert files(out, (pb_layout.RECIPES_PROVENANCE,)) == files(reference / "ds", (pb_layout.RECIPES_PROVENANCE,))
 
 
 def test_infer_killed_three_times_leaves_nothing_running_and_resumes_identically(reference, tmp_path):
@@ -173,7 +174,9 @@ def test_two_downloads_into_one_output_do_each_case_once(scenes, reference, tmp_
     assert all(p.returncode == 0 for p in procs), outs
     done = [int(o.split("done ")[1].split(",")[0]) for o in outs]
     assert sum(done) == 4, outs
-    assert files(tmp_path / "ds", (layout.RECIPES_PROVENANCE,)) == files(reference / "ds", (layout.RECIPES_PROVENANCE,))
+    assert files(tmp_path / "ds", (pb_layout.RECIPES_PROVENANCE,)) == files(
+        reference / "ds", (pb_layout.RECIPES_PROVENANCE,)
+    )
 
 
 def test_two_infers_into_one_output(reference, tmp_path):
@@ -287,7 +290,7 @@ def test_a_deleted_case_folder_makes_the_scores_partial(dataset_copy, hold_run, 
 
 
 def test_verify_lists_every_problem_of_every_case(dataset_copy):
-    from persistbench.verify import verify_dataset
+    from persistbench.suites.persistbench.verify import verify_dataset
 
     a, b = Dataset(dataset_copy).cases()
     a.view("center").frame_paths[0].write_bytes(b"not an image")

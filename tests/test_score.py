@@ -10,11 +10,11 @@ import pytest
 from click.testing import CliRunner
 
 from persistbench.cli import main
-from persistbench.dataset import Dataset
-from persistbench.files import write_json
-from persistbench.images import write_image
-from persistbench.layout import RunLayout
-from persistbench.sampling import crop_box, crop_resize, sample_indices
+from persistbench.core.layout import RunLayout
+from persistbench.geometry.sampling import crop_box, crop_resize, sample_indices
+from persistbench.io.files import write_json
+from persistbench.io.images import write_image
+from persistbench.suites.persistbench.dataset import Dataset
 from persistbench.suites.persistbench.scoring import frame_sets
 from persistbench.suites.persistbench.suite import PersistBench
 
@@ -78,10 +78,11 @@ def test_lpips_unavailability_is_stated_not_zero(runs):
     try:
         import lpips  # noqa: F401
     except ImportError:
-        assert "lpips" in s["lpips_unavailable"] and "pip install" in s["lpips_unavailable"]
+        assert "lpips" in s["unavailable"]["lpips"] and "pip install" in s["unavailable"]["lpips"]
         assert "lpips" not in s["subsets"]["all"]["visible"]
     else:  # with the extra but without AlexNet weights (none can be downloaded here) it is unavailable too
-        assert s["lpips_unavailable"] is None or "alexnet" in s["lpips_unavailable"].lower()
+        assert "lpips" not in s["unavailable"] or "alexnet" in s["unavailable"]["lpips"].lower()
+    assert set(s["unavailable"]) <= {"lpips"}
 
 
 def test_aggregates_are_recomputable_from_the_case_files(runs, tmp_path):

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from persistbench import sphere
-from persistbench.synth import analytic_visibility, object_mask
+from persistbench.geometry import sphere
+from persistbench.suites.persistbench.synth import analytic_visibility, object_mask
 
 PANO = (1024, 2048)  # (h, w), as every size
 VIEW = (300, 400)
@@ -194,7 +194,7 @@ def test_integer_remap_is_the_same_at_every_simd_level(tmp_path):
     import sys
 
     code = (
-        "import numpy as np, hashlib; from persistbench import sphere; rng = np.random.default_rng(5);"
+        "import numpy as np, hashlib; from persistbench.geometry import sphere; rng = np.random.default_rng(5);"
         "img = rng.integers(0, 256, (64, 128, 3), np.uint8); mx = rng.uniform(-1, 129, (40, 50));"
         "my = rng.uniform(-1, 65, (40, 50)); h = hashlib.sha256();"
         "[h.update(sphere.remap(img, mx, my, b, nearest=n).tobytes()) for b in ('wrap', 'replicate', 'constant')"

@@ -1,5 +1,6 @@
-"""The package's structure: no import cycles (module level or inside functions), and the directions
-docs/architecture.md states (scoring never loads model code)."""
+"""The package's structure: no import cycles (module level or inside functions; imports for type checkers
+only do not run and do not count), sealed suites, and the directions docs/architecture.md states (scoring
+never loads model code)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,17 @@ def import_graph() -> dict[str, set[str]]:
     for name, path in modules.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         deps = set()
-        for node in ast.walk(ast.parse(path.read_text())):
+        tree = ast.parse(path.read_text())
+        typing_only = {
+            id(n)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+            for stmt in node.body
+            for n in ast.walk(stmt)
+        }
+        for node in ast.walk(tree):
+            if id(node) in typing_only:
+                continue
             if isinstance(node, ast.ImportFrom):
                 base = node.module or ""
                 if node.level:
@@ -59,17 +70,20 @@ def test_no_import_cycles():
 
 def test_scoring_does_not_load_models():
     graph = import_graph()
-    reach = _reachable(graph, "persistbench.score")
+    reach = _reachable(graph, "persistbench.core.score")
     # models.base is the interface's dataclasses; the registry, the built-ins and cmd: adapters are model code
-    loaded = {m for m in reach if m == "persistbench.infer" or m.startswith("persistbench.models")}
+    loaded = {m for m in reach if m == "persistbench.core.infer" or m.startswith("persistbench.models")}
     assert loaded <= {"persistbench.models.base"}, sorted(loaded)
 
 
 def test_graph_sees_imports():
     """The checker itself: it finds the imports it must judge."""
     graph = import_graph()
-    assert "persistbench.files" in graph["persistbench.dataset"]
-    assert "persistbench.names" in _reachable(graph, "persistbench.cli")
+    assert "persistbench.io.files" in graph["persistbench.suites.persistbench.dataset"]
+    assert "persistbench.io.names" in _reachable(graph, "persistbench.cli.infer")
+    # core/scorer.py imports the suite interface for its annotations only
+    assert "from persistbench.core.suite import" in (PACKAGE / "core" / "scorer.py").read_text()
+    assert "persistbench.core.suite" not in graph["persistbench.core.scorer"]
 
 
 def test_only_the_ray_executor_imports_ray_and_only_when_it_runs():
@@ -86,3 +100,40 @@ def test_only_the_ray_executor_imports_ray_and_only_when_it_runs():
         module_level = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
         assert not any(n in module_level for n in importers.get(_module_name(path), [])), path
     assert set(importers) == {"persistbench.executors.ray"}, sorted(importers)
+
+
+SUITES_PACKAGE = "persistbench.suites"
+
+
+def _suite_of(module: str) -> str | None:
+    """``persistbench.suites.<s>.…`` -> ``<s>``; None for the core."""
+    parts = module.split(".")
+    return parts[2] if module.startswith(SUITES_PACKAGE + ".") and len(parts) > 2 else None
+
+
+def seal_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Imports that cross a suite's folder: into a suite from the core or from another suite."""
+    return sorted(
+        f"{m} -> {d}" for m, deps in graph.items() for d in deps if _suite_of(d) and _suite_of(d) != _suite_of(m)
+    )
+
+
+def test_suites_are_sealed():
+    """Nothing outside ``suites/<s>/`` imports it: the core imports no suite and no suite imports another.
+    What two suites share is in the core; the core reaches a suite only through its registry."""
+    graph = import_graph()
+    assert {_suite_of(m) for m in graph} >= {None, "persistbench", "r2m", "wrop"}
+    assert not seal_violations(graph), "\n".join(seal_violations(graph))
+
+
+def test_seal_check_sees_crossings():
+    """The checker itself: an edge from the core into a suite, and one between suites, are reported."""
+    graph = {
+        "persistbench.core.demo": {"persistbench.suites.wrop.synth"},
+        "persistbench.suites.r2m.synth": {"persistbench.suites.persistbench.synth", "persistbench.core.synth"},
+        "persistbench.suites.wrop.suite": {"persistbench.suites.wrop.corpus"},
+    }
+    assert seal_violations(graph) == [
+        "persistbench.core.demo -> persistbench.suites.wrop.synth",
+        "persistbench.suites.r2m.synth -> persistbench.suites.persistbench.synth",
+    ]

@@ -10,12 +10,12 @@ import pytest
 from click.testing import CliRunner
 from conftest import SMALL
 
-from persistbench import sphere
 from persistbench.cli import main
-from persistbench.dataset import Dataset
-from persistbench.recipes import decode_mask, load_recipes
-from persistbench.synth import generate
-from persistbench.verify import verify_dataset
+from persistbench.geometry import sphere
+from persistbench.suites.persistbench.build.recipes import decode_mask, load_recipes
+from persistbench.suites.persistbench.dataset import Dataset
+from persistbench.suites.persistbench.synth import generate
+from persistbench.suites.persistbench.verify import verify_dataset
 
 
 def truth(synth_dir, case_id):
@@ -90,8 +90,8 @@ def test_bundled_sample_is_what_its_config_makes(tmp_path):
     """The shipped sample is reproducible: its first scene regenerated from configs/sample.json matches."""
     from dataclasses import replace
 
-    from persistbench.download import bundled_recipes
-    from persistbench.synth import SynthConfig
+    from persistbench.suites.persistbench.build.download import bundled_recipes
+    from persistbench.suites.persistbench.synth import SynthConfig
 
     root = Path(__file__).resolve().parents[1]
     cfg = json.loads((root / "configs" / "sample.json").read_text())

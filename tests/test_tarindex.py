@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from persistbench.errors import PersistbenchError
-from persistbench.serve import FileServer
-from persistbench.tarindex import REMOTE_CHUNK, HttpRange, LocalFile, build_index, cached_index, index_path
-from persistbench.video import LOSSLESS_SETTINGS, encode_video, read_frames
+from persistbench.core.errors import PersistbenchError
+from persistbench.io.serve import FileServer
+from persistbench.io.tarindex import REMOTE_CHUNK, HttpRange, LocalFile, build_index, cached_index, index_path
+from persistbench.io.video import LOSSLESS_SETTINGS, encode_video, read_frames
 
 
 def any_name(name: str) -> str | None:

@@ -9,10 +9,10 @@ import pytest
 from click.testing import CliRunner
 
 from persistbench.cli import main
-from persistbench.dataset import Dataset
-from persistbench.images import read_image, write_image
-from persistbench.safeload import save_npy_dict
-from persistbench.verify import verify_dataset
+from persistbench.io.images import read_image, write_image
+from persistbench.io.safeload import save_npy_dict
+from persistbench.suites.persistbench.dataset import Dataset
+from persistbench.suites.persistbench.verify import verify_dataset
 
 
 def first_case(root):

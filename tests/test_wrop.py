@@ -13,15 +13,16 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from persistbench.backends import BackendOptions
 from persistbench.cli import main
-from persistbench.errors import PersistbenchError, UsageError
-from persistbench.infer import InferOptions, infer
-from persistbench.layout import RunLayout
+from persistbench.core.errors import PersistbenchError, UsageError
+from persistbench.core.infer import InferOptions, infer
+from persistbench.core.layout import RunLayout
+from persistbench.core.score import ScoreOptions, score
+from persistbench.core.suites import open_suite
+from persistbench.io.serve import FileServer
 from persistbench.models.base import ModelInput
 from persistbench.models.builtin import FlowModel, region_velocity
-from persistbench.score import ScoreOptions, score
-from persistbench.serve import FileServer
-from persistbench.suites import open_suite
 from persistbench.suites.wrop import corpus, layout
 from persistbench.suites.wrop.scoring import changed_region
 from persistbench.suites.wrop.synth import WropSynthConfig, make, write_tar
@@ -88,7 +89,7 @@ def test_synth_writes_the_corpus_layout(wrop):
     assert any(s["seam_overlap_frames"] for s in splits)
     import subprocess
 
-    from persistbench.video import ffmpeg_exe
+    from persistbench.io.video import ffmpeg_exe
 
     info = subprocess.run([ffmpeg_exe(), "-hide_banner", "-i", str(path)], capture_output=True, text=True).stderr
     assert "Input #0, tar" in info or "Invalid data" in info  # the tar itself is no video
@@ -155,9 +156,35 @@ def alexnet(tmp_path_factory) -> str:
     return str(path)
 
 
+def test_lpips_is_a_backend_and_lpips_weights_its_alias(runs, alexnet, tmp_path):
+    """``--lpips-weights FILE`` and ``--weights lpips=FILE`` score the same bytes; without weights LPIPS is
+    recorded unavailable per metric (the reason names the fix) and the other metrics are scored."""
+    scored = {}
+    for name, args in (("alias", ["--lpips-weights", alexnet]), ("weights", ["--weights", f"lpips={alexnet}"])):
+        run = Path(shutil.copytree(runs["hold"], tmp_path / name / "hold"))
+        result = CliRunner().invoke(
+            main, ["score", "--pred", str(run), "--metrics", "psnr,lpips", "--no-progress", *args]
+        )
+        assert result.exit_code == 0, result.output
+        scored[name] = (RunLayout(run).summary_json("wrop-cont-v1")).read_bytes()
+    assert scored["alias"] == scored["weights"]
+    summary = json.loads(scored["alias"])
+    assert summary["unavailable"] == {} and summary["overall"]["full"]["lpips"]["gain"] == 0.0
+    run = Path(shutil.copytree(runs["hold"], tmp_path / "none" / "hold"))
+    missing = tmp_path / "no-such-alexnet.pth"
+    result = CliRunner().invoke(
+        main, ["score", "--pred", str(run), "--metrics", "psnr,lpips", "--weights", f"lpips={missing}"]
+    )
+    assert result.exit_code == 0, result.output
+    summary = json.loads(RunLayout(run).summary_json("wrop-cont-v1").read_text())
+    assert list(summary["unavailable"]) == ["lpips"] and str(missing) in summary["unavailable"]["lpips"]
+    assert "lpips" not in summary["overall"]["full"] and summary["overall"]["full"]["psnr"]["gain"] == 0.0
+    assert "**lpips unavailable:" in RunLayout(run).summary_md("wrop-cont-v1").read_text()
+
+
 def test_hold_gains_exactly_zero_and_flow_gains_in_the_changed_region(wrop, runs, alexnet):
     metrics = ("psnr", "ssim", "lpips")
-    hold = _score(runs["hold"], wrop, metrics, lpips_weights=alexnet)
+    hold = _score(runs["hold"], wrop, metrics, backends=BackendOptions(weights=(("lpips", alexnet),)))
     for case in json.loads((RunLayout(runs["hold"]).scores_dir("wrop-cont-v1") / "results.json").read_text())["cases"]:
         for region in ("full", "changed"):
             for m in metrics:
@@ -165,8 +192,8 @@ def test_hold_gains_exactly_zero_and_flow_gains_in_the_changed_region(wrop, runs
                 assert vals["model"] == vals["hold"] and case["means"][region][m]["gain"] in (0.0, None)
     for block in [hold["overall"], *hold["categories"].values(), *hold["tasks"].values()]:
         assert all(block[r][m]["gain"] == 0.0 for r in ("full", "changed") for m in metrics)
-    assert hold["unavailable"] == {} and hold["lpips_unavailable"] is None
-    flow = _score(runs["flow"], wrop, metrics, lpips_weights=alexnet)
+    assert hold["unavailable"] == {}
+    flow = _score(runs["flow"], wrop, metrics, backends=BackendOptions(weights=(("lpips", alexnet),)))
     roll = flow["tasks"]["ball_roll_occluder"]
     assert roll["category"] == "baillargeonian_occlusion" and roll["cases"] == 3
     assert roll["changed"]["psnr"]["gain"] > 0.1, roll["changed"]["psnr"]

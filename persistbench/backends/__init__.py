@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from ..errors import PersistbenchError
+from persistbench.core.errors import PersistbenchError
 
 
 class BackendUnavailable(PersistbenchError):
@@ -34,9 +34,7 @@ class BackendSpec:
     modules: tuple[str, ...]  # what must import
     repo: str | None  # default Hub repository of its weights (None: the judge, or a file the user gives)
     cpu: str  # how it runs without a GPU
-    format: str = (
-        "transformers"  # its weights: a transformers checkpoint folder, a torch.export file; the judge: "endpoint"
-    )
+    format: str = "transformers"  # its weights: a transformers checkpoint folder, a torch.export file, torchvision's AlexNet  # file ("alexnet"); the judge: "endpoint"
 
 
 BACKENDS: dict[str, BackendSpec] = {
@@ -95,6 +93,15 @@ BACKENDS: dict[str, BackendSpec] = {
             for name, label in (("boq", "BoQ"), ("mutualvpr", "MutualVPR"))
         ),
         BackendSpec(
+            "lpips",
+            "LPIPS of every suite's lpips and frame_lpips: AlexNet features with the lpips package's linear layers",
+            "lpips",
+            ("torch", "lpips"),
+            None,
+            "works",
+            "alexnet",
+        ),
+        BackendSpec(
             "judge",
             "paper-v3 object permanence and R2M persistent_state: a vision-language judge",
             "judge",
@@ -136,10 +143,14 @@ class BackendOptions:
 
 
 def resolve_device(device: str) -> str:
-    """``auto`` -> ``cuda`` when torch sees a GPU, else ``cpu``; anything else as given (checked by torch)."""
+    """``auto`` -> ``cuda`` when torch sees a GPU, else ``cpu`` (also without torch); anything else as given
+    (checked by torch)."""
     if device != "auto":
         return device
-    import torch
+    try:
+        import torch
+    except ImportError:
+        return "cpu"
 
     return "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -166,7 +177,12 @@ def check_backend(name: str, opts: BackendOptions) -> None:
         if opts.judge is None:
             raise BackendUnavailable(_NO_JUDGE)
         return
-    from .weights import resolve
+    if spec.format == "alexnet":
+        from persistbench.backends.lpips import check_weights
+
+        check_weights(opts.weights_for(name), opts.allow_download)
+        return
+    from persistbench.backends.weights import resolve
 
     resolve(spec, opts.weights_for(name), opts.allow_download)
 
@@ -180,31 +196,35 @@ def load(name: str, opts: BackendOptions):
     spec = BACKENDS[name]
     require(spec)
     if name == "judge":
-        from .judge import Judge
+        from persistbench.backends.judge import Judge
 
         if opts.judge is None:
             raise BackendUnavailable(_NO_JUDGE)
         return Judge(opts.judge)
-    from .weights import resolve
+    if spec.format == "alexnet":
+        from persistbench.backends.lpips import Lpips
+
+        return Lpips(resolve_device(opts.device), opts.weights_for(name), allow_download=opts.allow_download)
+    from persistbench.backends.weights import resolve
 
     weights = resolve(spec, opts.weights_for(name), opts.allow_download)
     device = resolve_device(opts.device)
     if name == "sam2":
-        from .tracker import VideoTracker
+        from persistbench.backends.tracker import VideoTracker
 
         return VideoTracker(weights, device)
     if name == "superpoint-lightglue":
-        from .matcher import PairMatcher
+        from persistbench.backends.matcher import PairMatcher
 
         return PairMatcher(weights, device, opts.batch_size)
     if spec.format == "torch.export":
-        from .descriptor import ExportedDescriptor
+        from persistbench.backends.descriptor import ExportedDescriptor
 
         try:
             return ExportedDescriptor(weights, device, opts.batch_size)
         except Exception as e:  # torch.export.load's errors for a zip that is not an exported program
             raise BackendUnavailable(f"{weights.source}: not a torch.export archive ({e})".splitlines()[0]) from None
-    from .features import PatchFeatures
+    from persistbench.backends.features import PatchFeatures
 
     return PatchFeatures(weights, device, opts.batch_size)
 

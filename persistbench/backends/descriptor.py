@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import PersistbenchError
-from .features import IMAGENET_MEAN, IMAGENET_STD
+from persistbench.backends.features import IMAGENET_MEAN, IMAGENET_STD
+from persistbench.core.errors import PersistbenchError
 
 
 class ExportedDescriptor:

@@ -42,10 +42,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import PersistbenchError
-from ..files import parse_json, read_json, write_json
-from ..layout import judge_answer
-from . import JudgeOptions
+from persistbench.backends import JudgeOptions
+from persistbench.core.errors import PersistbenchError
+from persistbench.core.layout import judge_answer
+from persistbench.io.files import parse_json, read_json, write_json
 
 SYSTEM_PROMPT = "You are a helpful assistant."
 MAX_REPLY_BYTES = 8 << 20  # an HTTP body larger than this is an invalid reply, not read further

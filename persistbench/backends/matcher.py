@@ -42,7 +42,7 @@ class PairMatcher:
     ) -> list[Matches]:
         """The matches of each ``(a, b)`` pair of ``(H, W, 3)`` uint8 RGB frames of one size, run at ``size`` =
         ``(h, w)`` (PIL bilinear), matches scored above ``threshold`` kept; batches of ``batch_size`` pairs."""
-        from ..images import resize_images
+        from persistbench.io.images import resize_images
 
         torch = self.torch
         out: list[Matches] = []

@@ -8,8 +8,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..files import sha256_file
-from . import BackendSpec, BackendUnavailable
+from persistbench.backends import BackendSpec, BackendUnavailable
+from persistbench.io.files import sha256_file
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import UsageError
-from .base import DEFAULT_MAX_RETRIES, Executor, Job, Outcome, RunResult, Selection, Shard, read_records
-from .local import ProcessExecutor, SerialExecutor, die_with_parent
+from persistbench.core.errors import UsageError
+from persistbench.executors.base import (
+    DEFAULT_MAX_RETRIES,
+    Executor,
+    Job,
+    Outcome,
+    RunResult,
+    Selection,
+    Shard,
+    read_records,
+)
+from persistbench.executors.local import ProcessExecutor, SerialExecutor, die_with_parent
 
 EXECUTORS = ("serial", "processes", "ray")
 
@@ -61,7 +70,7 @@ class ExecutorOptions:
             return SerialExecutor(max_retries=self.max_retries)
         if kind == "processes":
             return ProcessExecutor(workers=self.workers, max_retries=self.max_retries)
-        from .ray import RayExecutor
+        from persistbench.executors.ray import RayExecutor
 
         return RayExecutor(
             address=self.ray_address,

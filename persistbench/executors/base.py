@@ -28,10 +28,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from .. import timing
-from ..errors import PersistbenchError, os_error_line
-from ..files import file_lock, read_json, write_json
-from ..layout import stage_lock, stage_record, stage_records_dir
+from persistbench.core import timing
+from persistbench.core.errors import PersistbenchError, os_error_line
+from persistbench.core.layout import stage_lock, stage_record, stage_records_dir
+from persistbench.io.files import file_lock, read_json, write_json
 
 T = TypeVar("T")
 DEFAULT_MAX_RETRIES = 2  # a case whose worker dies is run at most 1 + this many times
@@ -146,7 +146,7 @@ class Job(Generic[T]):
     """One stage's work on one item, run in any worker.
 
     ``work(item)`` does the job and raises :class:`PersistbenchError` with a one-line reason on bad
-    input; it marks its phases with :func:`persistbench.timing.phase`. ``is_done(item)``, when given,
+    input; it marks its phases with :func:`persistbench.core.timing.phase`. ``is_done(item)``, when given,
     says whether the item's outputs are already complete (checked again in the worker just before the
     work, so an item another process finished meanwhile is not redone). ``state_dir`` holds the
     per-case records.

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from .base import Executor, Job, Outcome, PoolExecutor, WorkerLost, _Call, limit_threads, take_job
+from persistbench.executors.base import Executor, Job, Outcome, PoolExecutor, WorkerLost, _Call, limit_threads, take_job
 
 _PR_SET_PDEATHSIG = 1  # prctl option, <linux/prctl.h>
 

@@ -18,8 +18,8 @@ import socket
 import tempfile
 from typing import Any
 
-from ..errors import PersistbenchError
-from .base import Job, Outcome, PoolExecutor, WorkerLost, _Call, limit_threads, take_job
+from persistbench.core.errors import PersistbenchError
+from persistbench.executors.base import Job, Outcome, PoolExecutor, WorkerLost, _Call, limit_threads, take_job
 
 LOCAL_OBJECT_STORE = 256 * 2**20  # a local cluster's object store: only keys and outcomes go through it
 CONNECT_TIMEOUT_S = 5.0

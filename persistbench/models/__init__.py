@@ -16,8 +16,8 @@ from collections.abc import Callable
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from ..errors import PersistbenchError
-from .base import BaseModel, ModelInput, ModelOutput
+from persistbench.core.errors import PersistbenchError
+from persistbench.models.base import BaseModel, ModelInput, ModelOutput
 
 __all__ = ["BaseModel", "ModelInput", "ModelOutput", "BUILTINS", "resolve", "load_model"]
 
@@ -57,7 +57,7 @@ def _from_file(path: str, name: str, spec: str) -> type:
 def resolve(spec: str) -> Callable[..., BaseModel]:
     """The model factory (a class, or a partial for ``cmd:``) named by ``spec``."""
     if spec.startswith("cmd:"):
-        from .external import CommandModel
+        from persistbench.models.external import CommandModel
 
         return functools.partial(CommandModel, command=spec[len("cmd:") :])
     if spec in BUILTINS:

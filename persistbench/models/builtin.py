@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import portable, sphere
-from ..errors import PersistbenchError
-from .base import BaseModel, ModelInput, ModelOutput
+from persistbench.core.errors import PersistbenchError
+from persistbench.geometry import portable, sphere
+from persistbench.models.base import BaseModel, ModelInput, ModelOutput
 
 
 def _uint8(frames: np.ndarray) -> np.ndarray:

@@ -24,11 +24,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import PersistbenchError
-from ..files import read_json, write_json
-from ..images import image_size, list_images, read_image, write_image
-from ..layout import frame_name
-from .base import BaseModel, ModelInput, ModelOutput
+from persistbench.core.errors import PersistbenchError
+from persistbench.core.layout import frame_name
+from persistbench.io.files import read_json, write_json
+from persistbench.io.images import image_size, list_images, read_image, write_image
+from persistbench.models.base import BaseModel, ModelInput, ModelOutput
 
 MAX_PANORAMA = (8192, 16384)  # (h, w): the largest frame an external program may return
 

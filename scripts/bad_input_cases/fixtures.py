@@ -24,7 +24,7 @@ def _cli(*args: object, cwd: Path) -> None:
 
 
 def build(tmp: Path) -> Fixtures:
-    from persistbench.synth import SynthConfig, generate
+    from persistbench.suites.persistbench.synth import SynthConfig, generate
 
     generate(
         tmp / "scenes", SynthConfig(scenes=2, seed=3, pano_size=(512, 256), view_size=(128, 96), n_frames=24, fps=8.0)

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import numpy as np
 
-from persistbench import layout
-from persistbench.dataset import Case, Dataset
-from persistbench.download import bundled_recipes
-from persistbench.images import write_image
-from persistbench.safeload import save_npy_dict
+from persistbench.core.protocol import SHIPPED
+from persistbench.io.images import write_image
+from persistbench.io.safeload import save_npy_dict
+from persistbench.suites.persistbench.build.download import bundled_recipes
+from persistbench.suites.persistbench.dataset import Case, Dataset
 
 from .harness import check
 
@@ -252,7 +252,7 @@ def run_cases(work: Path, ds: Path, run: Path) -> None:
 
 
 def protocol_cases(work: Path, ds: Path, run: Path) -> None:
-    shipped = json.loads((Path(layout.__file__).parent / "data" / "protocols" / "classic-v1.json").read_text())
+    shipped = json.loads((SHIPPED / "classic-v1.json").read_text())
     for name, edit, needle in [
         ("name ../../x", lambda p: p.update(name="../../x"), "name:"),
         ("name with /", lambda p: p.update(name="a/b"), "name:"),

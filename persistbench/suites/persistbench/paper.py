@@ -29,18 +29,26 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ... import paper_metrics as pm
-from ...backends import BackendOptions, load, merged_provenance, provenance
-from ...backends.judge import BadReply, JudgmentFailed, Request, failure_line, merge_tallies, prompt_template, tally
-from ...dataset import Case
-from ...errors import PersistbenchError
-from ...images import resize_images
-from ...protocol import Protocol, metric_list, number, one_of, section, size_hw
-from ...registry import METRICS, order
-from ...sampling import sampled_frames, sampled_masks
-from ..base import CaseScores
-from .predictions import FramePrediction
-from .scoring import read_all
+from persistbench.backends import BackendOptions, load, merged_provenance, provenance
+from persistbench.backends.judge import (
+    BadReply,
+    JudgmentFailed,
+    Request,
+    failure_line,
+    merge_tallies,
+    prompt_template,
+    tally,
+)
+from persistbench.core.errors import PersistbenchError
+from persistbench.core.protocol import Protocol, metric_list, number, one_of, section, size_hw, statement
+from persistbench.core.suite import CaseScores
+from persistbench.geometry.sampling import sampled_frames, sampled_masks
+from persistbench.io.images import resize_images
+from persistbench.metrics import paper as pm
+from persistbench.metrics.registry import METRICS, order
+from persistbench.suites.persistbench.dataset import Case
+from persistbench.suites.persistbench.predictions import FramePrediction
+from persistbench.suites.persistbench.scoring import read_all
 
 PROCEDURE = "default-three-paper-v3"
 PAPER_METRICS = tuple(m for m, spec in METRICS.items() if spec.kind == "tracked")
@@ -71,16 +79,11 @@ SCHEMA = {
             "enable_thinking": one_of(False, True),
         }
     ),
-    "aggregate": one_of(
+    "aggregate": statement(
         "per case: mean over visible and over invisible frames from the start (null excluded and counted); "
         "per group: equal weight per case"
     ),
 }
-
-
-def is_paper(config: object) -> bool:
-    """Whether a protocol file's content is scored by this procedure (it names it in ``procedure``)."""
-    return isinstance(config, dict) and "procedure" in config
 
 
 def eval_size(model_hw: tuple[int, int], box_hw: tuple[int, int]) -> tuple[int, int]:
@@ -269,12 +272,12 @@ def score_case(case: Case, pred: FramePrediction, protocol: Protocol, wanted: tu
         counts=counts,
         judge=judge,
         backends=used,
-        **CaseScores.common(protocol, wanted, None, pred.digest),
+        **CaseScores.common(protocol, wanted, {}, pred.digest),
     )
 
 
 def _first_size(pred: FramePrediction) -> tuple[int, int]:
-    from ...images import image_size
+    from persistbench.io.images import image_size
 
     return image_size(pred.files[0])
 

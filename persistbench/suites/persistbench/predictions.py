@@ -5,15 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...dataset import Case
-from ...errors import PersistbenchError
-from ...files import read_json
-from ...images import list_images
-from ...layout import RunLayout
-from ...names import check_name
-from ...runs import case_record
-from ...sampling import crop_box, sample_indices, target_size
-from ..base import Prediction
+from persistbench.core.errors import PersistbenchError
+from persistbench.core.layout import RunLayout
+from persistbench.core.runs import case_record
+from persistbench.core.suite import Prediction
+from persistbench.geometry.sampling import crop_box, sample_indices, target_size
+from persistbench.io.files import read_json
+from persistbench.io.images import list_images
+from persistbench.io.names import check_name
+from persistbench.suites.persistbench.dataset import Case
 
 
 @dataclass(frozen=True)

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ...dataset import Dataset
-from ...figures import data_uri, figure_png, fmt, pyplot, table
-from ...images import encode_image, list_images, read_image
-from ...layout import RunLayout
-from ...markup import Markup, join, tag
-from ...registry import METRICS, order
-from .scoring import SPLITS
+from persistbench.core.figures import data_uri, figure_png, fmt, pyplot, table
+from persistbench.core.layout import RunLayout
+from persistbench.core.markup import Markup, join, tag
+from persistbench.io.images import encode_image, list_images, read_image
+from persistbench.metrics.registry import METRICS, order
+from persistbench.suites.persistbench.dataset import Dataset
+from persistbench.suites.persistbench.scoring import SPLITS
 
 SHEET_COLUMNS = 5
 Z95 = 1.959963984540054
@@ -177,21 +177,15 @@ def _table(runs: list[dict], subset: str, metrics: list[str], table_id: str) -> 
     return table(table_id, head, rows)
 
 
-def _paper(runs: list[dict]) -> bool:
-    return "groups" in runs[0]["summary"]
-
-
 def steps(runs: list[dict]) -> int:
     """Slow steps (figures and contact sheets) the sections take, for the progress bar."""
-    if _paper(runs):
-        return 0
     return 2 * len([s for s in runs[0]["summary"]["subsets"] if s != "all"]) + 1
 
 
-def _paper_sections(runs: list[dict]) -> tuple[str, list[Markup], list[Markup]]:
+def paper_sections(runs: list[dict]) -> tuple[str, list[Markup], list[Markup]]:
     """``paper-v3``: the published layout, three scores x visible / invisible, overall and per group."""
-    from .paper import PAPER_METRICS
-    from .paper import SPLITS as PAPER_SPLITS
+    from persistbench.suites.persistbench.paper import PAPER_METRICS
+    from persistbench.suites.persistbench.paper import SPLITS as PAPER_SPLITS
 
     keys = [f"{m}_{s}" for m in PAPER_METRICS for s in PAPER_SPLITS]
     board = []
@@ -215,9 +209,7 @@ def _paper_sections(runs: list[dict]) -> tuple[str, list[Markup], list[Markup]]:
 
 
 def sections(runs: list[dict], advance: Callable[[int], object]) -> tuple[str, list[Markup], list[Markup]]:
-    """``(note, leaderboard parts, figure parts)`` of the page."""
-    if _paper(runs):
-        return _paper_sections(runs)
+    """``classic-v1``: ``(note, leaderboard parts, figure parts)`` of the page."""
     metrics = order({m for r in runs for m in r["summary"]["subsets"]["all"]["visible"]})
     subsets = [s for s in runs[0]["summary"]["subsets"] if s != "all"]
     note = (

@@ -17,11 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ...dataset import Case
-from ...errors import PersistbenchError
-from ...images import image_size, read_image
-from ...layout import VIEWS
-from ...protocol import (
+from persistbench.backends import BackendOptions
+from persistbench.core.errors import PersistbenchError
+from persistbench.core.protocol import (
     LPIPS_SECTION,
     PSNR_SECTION,
     SSIM_SECTION,
@@ -31,12 +29,16 @@ from ...protocol import (
     one_of,
     section,
     size_hw,
+    statement,
 )
-from ...registry import METRICS, FrameBatch, order
-from ...sampling import RGB_RESIZE, crop_resize, sampled_frames, sampled_masks
-from ...segment import TemplateTracker
-from ..base import CaseScores
-from .predictions import FramePrediction
+from persistbench.core.suite import CaseScores, keep_unavailable
+from persistbench.geometry.sampling import RGB_RESIZE, crop_resize, sampled_frames, sampled_masks
+from persistbench.io.images import image_size, read_image
+from persistbench.metrics.registry import METRICS, FrameBatch, order
+from persistbench.suites.persistbench.dataset import Case
+from persistbench.suites.persistbench.layout import VIEWS
+from persistbench.suites.persistbench.predictions import FramePrediction
+from persistbench.suites.persistbench.segment import TemplateTracker
 
 SPLITS = ("visible", "invisible")
 FRAME_METRICS = tuple(m for m, spec in METRICS.items() if spec.kind == "frame")
@@ -51,8 +53,8 @@ SCHEMA = {
     "psnr": PSNR_SECTION,
     "ssim": SSIM_SECTION,
     "lpips": LPIPS_SECTION,
-    "continuity": section({"scale": one_of("sqrt(mean reference mask area)")}),
-    "aggregate": one_of(
+    "continuity": section({"scale": statement("sqrt(mean reference mask area)")}),
+    "aggregate": statement(
         "per case: mean over visible and over invisible frames (NaN excluded and counted); "
         "per subset: equal weight per case"
     ),
@@ -119,11 +121,17 @@ def read_all(
 
 
 def score_case(
-    case: Case, pred: FramePrediction, protocol: Protocol, wanted: tuple[str, ...], lpips
+    case: Case,
+    pred: FramePrediction,
+    protocol: Protocol,
+    wanted: tuple[str, ...],
+    unavailable: dict[str, str],
+    backends: BackendOptions,
 ) -> FrameCaseScores:
     """Per-frame metrics of one predicted case; raises :class:`PersistbenchError` on a bad prediction.
 
-    ``lpips`` is a :class:`metrics.Lpips`, or the reason it is unavailable (str).
+    The metrics of ``unavailable`` (metric -> why its backend cannot run here) are recorded as such, not
+    computed; ``backends`` say how the others' backends load.
     """
     idx = pred.frame_indices
     if not idx or max(idx) >= case.n_frames or min(idx) < 0:
@@ -156,12 +164,9 @@ def score_case(
     pred_masks = [np.zeros(size, bool) if m is None else m for m in pred_masks]
     areas = [m.sum() for m in gt_masks if m.any()]
     scale = math.sqrt(float(np.mean(areas))) if areas else float("nan")
-    batch = FrameBatch(preds, gt, gt_masks, pred_masks, scale, None if isinstance(lpips, str) else lpips)
-    lpips_note = lpips if "lpips" in wanted and isinstance(lpips, str) else None
+    batch = FrameBatch(preds, gt, gt_masks, pred_masks, scale, backends)
     per_frame = {
-        m: _nan_to_none(METRICS[m].function(batch, protocol.params(m)))
-        for m in order(wanted)
-        if not (m == "lpips" and lpips_note)
+        m: _nan_to_none(METRICS[m].function(batch, protocol.params(m))) for m in order(wanted) if m not in unavailable
     }
     means, counts = {}, {}
     for split in SPLITS:
@@ -181,7 +186,7 @@ def score_case(
         counts=counts,
         mask_source=source,
         lost=lost,
-        **CaseScores.common(protocol, wanted, lpips_note, pred.digest),
+        **CaseScores.common(protocol, wanted, unavailable, pred.digest),
     )
 
 
@@ -197,9 +202,7 @@ def merge(new: dict, old: dict) -> dict:
         for split in SPLITS:
             new["means"][split][m] = old["means"][split].get(m)
             new["counts"][split][f"{m}_nan"] = old["counts"][split].get(f"{m}_nan", 0)
-    if "lpips" not in new["requested"] and "lpips" in old.get("requested", []):
-        new["lpips_unavailable"] = old.get("lpips_unavailable")
-        kept.append("lpips")
+    kept += keep_unavailable(new, old, FRAME_METRICS)
     new["requested"] = order(set(new["requested"]) | set(kept))
     return new
 

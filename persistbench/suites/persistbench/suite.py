@@ -7,32 +7,65 @@ from pathlib import Path
 
 import numpy as np
 
-from ...dataset import Case, Dataset
-from ...executors import RunResult
-from ...files import read_json, write_json
-from ...layout import CASES_JSONL, DB_NAME, SUBSETS, VIEWS, RunLayout, public_result
-from ...protocol import Protocol, load_protocol, shipped_path
-from ...sampling import crop_box, fit_camera, sample_indices, sampled_frames, sampled_masks, target_size
-from ...verify import require_usable, verify_dataset
-from ..base import Request, ScoreContext, Suite
-from . import paper, predictions, scoring
+from persistbench.core.layout import RunLayout
+from persistbench.core.suite import Request, Suite
+from persistbench.core.synth import synth_option
+from persistbench.executors import RunResult
+from persistbench.geometry.sampling import (
+    crop_box,
+    fit_camera,
+    sample_indices,
+    sampled_frames,
+    sampled_masks,
+    target_size,
+)
+from persistbench.suites.persistbench import predictions
+from persistbench.suites.persistbench.dataset import Case, Dataset
+from persistbench.suites.persistbench.layout import CASES_JSONL, DB_NAME, SUBSETS, VIEWS
+from persistbench.suites.persistbench.scorers import SCORERS
+from persistbench.suites.persistbench.verify import require_usable, verify_dataset
 
 
 def _camera(view, idx: np.ndarray, box, out_size, size) -> dict:
-    from ...camera import Camera
+    from persistbench.geometry.camera import Camera
 
     cam = view.camera()
     full = Camera(np.asarray(cam["cam_intrinsic"]), size[0], size[1], np.asarray(cam["cam_poses"], np.float64))
     return fit_camera(full, box, out_size).at(idx).as_model_input()
 
 
+# persistbench synth's options -> SynthConfig's fields (sizes stay WxH)
+SYNTH_FIELDS = {
+    "scenes": "scenes",
+    "seed": "seed",
+    "pano_size": "pano_size",
+    "size": "view_size",
+    "hfov": "hfov_deg",
+    "frames": "n_frames",
+    "fps": "fps",
+    "speed": "speed_deg_s",
+    "radius": "radius_deg",
+}
+
+
 class PersistBench(Suite):
     name = "persistbench"
     title = "PersistBench"
-    protocols = ("classic-v1", "paper-v3")
+    option_specs = (
+        synth_option("scenes", "Scenes (even: dynamic, odd: static); default 4."),
+        synth_option("seed", "Random seed; default 0."),
+        synth_option("base_url", "Source URL prefix, e.g. http://127.0.0.1:8000 (default: relative file paths)."),
+        synth_option("pano_size", "Source clip size WxH (W = 2H); default 1024x512."),
+        synth_option("size", "Output view size WxH; default 256x192."),
+        synth_option("hfov", "Horizontal field of view, degrees; default 90."),
+        synth_option("frames", "Frames per scene; default 60."),
+        synth_option("fps", "Frames per second; default 10."),
+        synth_option("speed", "Angular speed of dynamic objects, degrees/s; default 15."),
+        synth_option("radius", "Object angular radius, degrees; default 12."),
+    )
+    scorers = SCORERS
     subsets = SUBSETS
     external_label = "public toolkit output"
-    protocol_schema = scoring.SCHEMA
 
     def __init__(self, root, options=None):
         super().__init__(root, options)
@@ -59,10 +92,12 @@ class PersistBench(Suite):
     # ---------------------------------------------------------------- inference
 
     @classmethod
-    def fetch(cls, output, repo, revision, from_dir, include, progress, tasks=None, **run) -> RunResult:
-        """The sharded distribution: each shard's sha256 verified, extracted safely; resumable (:mod:`persistbench.fetch`)."""
-        from ...fetch import DEFAULT_REPO, hub_source, local_source
-        from ...fetch import fetch as run_fetch
+    def fetch(cls, output, repo, revision, from_dir, include, progress, options=None, **run) -> RunResult:
+        """The sharded distribution: each shard's sha256 verified, extracted safely; resumable
+        (:mod:`persistbench.suites.persistbench.dist.fetch`)."""
+        from persistbench.io.hub import hub_source
+        from persistbench.suites.persistbench.dist.fetch import DEFAULT_REPO, local_source
+        from persistbench.suites.persistbench.dist.fetch import fetch as run_fetch
 
         source = local_source(from_dir) if from_dir else hub_source(repo or DEFAULT_REPO, revision)
         result = run_fetch(output, source, include, progress=progress, **run)
@@ -75,12 +110,15 @@ class PersistBench(Suite):
 
     @classmethod
     def synthesize(cls, out: Path, config_file: str | None, options: dict, progress: bool = True) -> str:
-        """Procedural 360-degree scenes: source clips, ``recipes.jsonl`` and analytic truth (:mod:`persistbench.synth`)."""
-        from ...files import check_writable
-        from ...synth import SynthConfig, build_config, generate
+        """Procedural 360-degree scenes: source clips, ``recipes.jsonl`` and analytic truth
+        (:mod:`persistbench.suites.persistbench.synth`)."""
+        from persistbench.core.synth import suite_config
+        from persistbench.io.files import check_writable
+        from persistbench.suites.persistbench.synth import SynthConfig, generate
 
+        options = dict(options)
         base_url = options.pop("base_url", None)
-        cfg = build_config(SynthConfig, config_file, options)
+        cfg = suite_config(SynthConfig, cls.name, SYNTH_FIELDS, config_file, options)
         check_writable(out)
         return f"wrote {cfg.scenes} scenes: {generate(out, cfg, base_url, progress=progress)}"
 
@@ -136,48 +174,3 @@ class PersistBench(Suite):
 
     def _case(self, ref) -> Case:
         return ref if isinstance(ref, Case) else self.dataset.case(ref.subset, ref.case_id)
-
-    @classmethod
-    def load_protocol(cls, spec: str | None = None, overrides: dict | None = None) -> Protocol:
-        """A protocol that names a ``procedure`` is checked against ``paper-v3``'s schema, any other against
-        ``classic-v1``'s."""
-        spec = spec or cls.protocols[0]
-        path = Path(spec) if Path(spec).is_file() else shipped_path(spec) if spec in cls.protocols else None
-        paper_like = path is not None and paper.is_paper(read_json(path))
-        schema = paper.SCHEMA if paper_like else scoring.SCHEMA
-        return load_protocol(spec, schema, cls.protocols, overrides)
-
-    def backends_needed(self, protocol: Protocol, wanted: tuple[str, ...]) -> list[str]:
-        return paper.backends_needed(protocol.config, wanted) if paper.is_paper(protocol.config) else []
-
-    def score_case(self, case, pred, protocol: Protocol, ctx: ScoreContext) -> dict:
-        full = self.case(case.subset, case.case_id)
-        if not paper.is_paper(protocol.config):
-            return scoring.score_case(full, pred, protocol, ctx.wanted, ctx.lpips).to_json()
-        record = paper.score_case(full, pred, protocol, ctx.wanted, ctx.backends).to_json()
-        if ctx.scores_dir is not None and not record["judge"]["failed"]:
-            public = paper.to_public(record) | {"prediction_sha256": record["prediction_sha256"]}
-            write_json(public_result(ctx.scores_dir, case.subset, case.case_id), public)
-        return record
-
-    def scored_metrics(self, record: dict) -> set[str]:
-        if record.get("judge", {}).get("failed"):  # failed judgments are asked again
-            return set(record.get("metrics", {})) - {"object_permanence"}
-        return super().scored_metrics(record)
-
-    def merge(self, new: dict, old: dict) -> dict:
-        return new if "judge" in new else scoring.merge(new, old)
-
-    def summarise(self, results: list[dict], protocol: Protocol, ctx: ScoreContext) -> tuple[dict, dict]:
-        if paper.is_paper(protocol.config):
-            return {"procedure": paper.PROCEDURE}, paper.summarise(results)
-        return {"mask_source": sorted({r["mask_source"] for r in results})}, scoring.aggregate(results).to_json()
-
-    def tables(self, summary: dict):
-        return paper.tables(summary) if "groups" in summary else scoring.tables(summary)
-
-    # ---------------------------------------------------------------- report
-
-    @classmethod
-    def owns_summary(cls, summary: dict) -> bool:
-        return "subsets" in summary or ("groups" in summary and "judge_failures" in summary)

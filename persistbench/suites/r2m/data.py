@@ -16,10 +16,10 @@ from pathlib import Path, PurePosixPath
 
 import numpy as np
 
-from ...errors import PersistbenchError
-from ...files import parse_json, read_bounded, read_json
-from ...names import check_inside, check_name, child
-from . import layout
+from persistbench.core.errors import PersistbenchError
+from persistbench.io.files import parse_json, read_bounded, read_json
+from persistbench.io.names import check_inside, check_name, child
+from persistbench.suites.r2m import layout
 
 MAX_FILE_BYTES = 64 << 20  # a 10,000-pose trajectory is ~4 MB of JSON
 # Upstream's trajectories have 481 poses (30 s at 16 fps); revisit detection is quadratic in the poses.

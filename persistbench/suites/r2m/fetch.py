@@ -13,15 +13,15 @@ import functools
 import os
 from pathlib import Path
 
-from ...errors import PersistbenchError
-from ...executors import Executor, Job, RunResult, Selection, SerialExecutor, Shard
-from ...fetch import Source, hub_errors
-from ...files import atomic_path, copy_bounded, write_json
-from ...images import image_size
-from ...layout import STATE_DIR, SUITE_FETCH_JSON
-from ...names import check_name, child, confined
-from ...timing import phase
-from . import layout
+from persistbench.core.errors import PersistbenchError
+from persistbench.core.layout import STATE_DIR, SUITE_FETCH_JSON
+from persistbench.core.timing import phase
+from persistbench.executors import Executor, Job, RunResult, Selection, SerialExecutor, Shard
+from persistbench.io.files import atomic_path, copy_bounded, write_json
+from persistbench.io.hub import Source, hub_errors
+from persistbench.io.images import image_size
+from persistbench.io.names import check_name, child, confined
+from persistbench.suites.r2m import layout
 
 MAX_IMAGE_BYTES = 64 << 20
 MAX_IMAGES = 10_000

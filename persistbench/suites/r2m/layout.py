@@ -17,8 +17,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ...layout import PREDICTION_VIDEO
-from ...names import child
+from persistbench.core.layout import PREDICTION_VIDEO
+from persistbench.io.names import child
 
 META_DIR = "meta_data"
 TRAJECTORY_DIR = "trajectories"

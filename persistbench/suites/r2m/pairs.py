@@ -18,8 +18,8 @@ import json
 
 import numpy as np
 
-from . import upstream_pairs
-from .data import Trajectory, yaw_degrees
+from persistbench.suites.r2m import upstream_pairs
+from persistbench.suites.r2m.data import Trajectory, yaw_degrees
 
 SAMPLER = "r2m-v1"
 VERSION = 1
@@ -236,7 +236,7 @@ def check_pair_file(data: object, where: str, n_frames: int) -> dict:
     what is copied into the scores); any other key is ignored."""
     import json
 
-    from ...errors import PersistbenchError
+    from persistbench.core.errors import PersistbenchError
 
     if not isinstance(data, dict):
         raise PersistbenchError(f"{where}: must be an object with revisit, baseline and short")

@@ -7,9 +7,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ...figures import data_uri, figure_png, fmt, pyplot, table
-from ...markup import Markup, tag
-from ...registry import families, order
+from persistbench.core.figures import data_uri, figure_png, fmt, pyplot, table
+from persistbench.core.markup import Markup, tag
+from persistbench.metrics.registry import families, order
 
 
 def _families(runs: list[dict]) -> list[str]:

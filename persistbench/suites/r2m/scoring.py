@@ -16,14 +16,14 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ...backends import BackendUnavailable, check_backend, merged_provenance, provenance
-from ...backends.judge import failure_line, merge_tallies, tally
-from ...pair_video import PairVideo
-from ...protocol import Check, Protocol, interval, metric_list, number, one_of, section, size_hw
-from ...registry import METRICS, families, order
-from ..base import CaseScores
-from . import pairs, upstream_pairs
-from .pairs import MAX_PAIRS
+from persistbench.backends import BackendUnavailable, check_backend, merged_provenance, provenance
+from persistbench.backends.judge import failure_line, merge_tallies, tally
+from persistbench.core.protocol import Check, Protocol, interval, metric_list, number, one_of, section, size_hw
+from persistbench.core.suite import CaseScores, keep_unavailable
+from persistbench.metrics.pair_video import PairVideo
+from persistbench.metrics.registry import METRICS, families, order
+from persistbench.suites.r2m import pairs, upstream_pairs
+from persistbench.suites.r2m.pairs import MAX_PAIRS
 
 KINDS = ("revisit", "baseline", "short")
 PAIR_METRICS = tuple(m for m, spec in METRICS.items() if spec.kind == "pair")
@@ -162,7 +162,6 @@ class PairCaseScores(CaseScores):
     dropped: dict[str, int]
     values: dict[str, dict[str, list[float | None]]]
     relative: dict[str, dict]
-    unavailable: dict[str, str]
     backends: dict[str, dict]  # backend -> weights (sha256) and device, or the judge's model and URL
     judge: dict[str, dict]  # metric -> the tally of its judgments (only metrics the judge computes)
 
@@ -189,18 +188,15 @@ def score_video(
     """Scores of one decoded video: ``frames`` holds every frame the pairs use that the video has."""
     kept = {k: [p for p in pair_file[k] if p[1] < n_video] for k in KINDS}
     dropped = {k: len(pair_file[k]) - len(kept[k]) for k in KINDS}
-    lpips = ctx.lpips if ctx.lpips is not None and not isinstance(ctx.lpips, str) else None
-    video = PairVideo(frames, lpips, ctx.backends)
-    values, rel, unavailable, judged = {}, {}, {}, {}
-    lpips_note, used = None, []
+    video = PairVideo(frames, ctx.backends)
+    values, rel, unavailable, judged = {}, {}, dict(ctx.unavailable), {}
+    used = []
     for m in order(ctx.wanted):
         spec = METRICS[m]
+        if m in unavailable:
+            continue
         if spec.backend_keys and (why := _unavailable(spec, protocol.params(m), ctx.backends)):
             unavailable[m] = why
-            continue
-        if "extra:lpips" in spec.needs and lpips is None:
-            lpips_note = ctx.lpips if isinstance(ctx.lpips, str) else "LPIPS was not loaded"
-            unavailable[m] = lpips_note
             continue
         asked_before = len(video.judgments)
         values[m] = {k: _clean(spec.function(video, kept[k], protocol.params(m))) for k in KINDS}
@@ -218,10 +214,9 @@ def score_video(
         dropped=dropped,
         values=values,
         relative=rel,
-        unavailable=unavailable,
         backends=provenance(list(dict.fromkeys(used)), ctx.backends),
         judge=judged,
-        **CaseScores.common(protocol, ctx.wanted, lpips_note, ids[2]),
+        **CaseScores.common(protocol, ctx.wanted, unavailable, ids[2]),
     )
 
 
@@ -236,12 +231,8 @@ def merge(new: dict, old: dict) -> dict:
             new["judge"][m] = old["judge"][m]
     if kept:
         new["backends"] = {**(old.get("backends") or {}), **new.get("backends", {})}
-    new["requested"] = order(
-        set(new["requested"]) | set(kept) | {m for m in old.get("unavailable", {}) if m not in new["requested"]}
-    )
-    for m, why in old.get("unavailable", {}).items():
-        if m not in new["values"] and m not in new["unavailable"]:
-            new["unavailable"][m] = why
+    kept += keep_unavailable(new, old, PAIR_METRICS)
+    new["requested"] = order(set(new["requested"]) | set(kept))
     return new
 
 

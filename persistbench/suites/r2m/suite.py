@@ -20,21 +20,24 @@ from pathlib import Path
 
 import numpy as np
 
-from ...camera import Camera
-from ...errors import PersistbenchError
-from ...executors import RunResult
-from ...files import check_regular, read_json, sha256_file, write_json
-from ...images import image_size, read_image
-from ...layout import STATE_DIR, RunLayout
-from ...limits import check_asked_size, check_frame_size, check_memory
-from ...names import name_problem
-from ...protocol import Protocol
-from ...runs import case_record
-from ...sampling import crop_box, crop_resize, fit_camera, target_size
-from ...video import probe, read_frames
-from ..base import Prediction, Request, ScoreContext, Suite
-from . import layout, pairs, scoring
-from .data import Checkout, R2MCase, Trajectory, fps_of, read_trajectory
+from persistbench.core.errors import PersistbenchError
+from persistbench.core.layout import STATE_DIR, RunLayout
+from persistbench.core.options import ExistingFolder, SuiteOption
+from persistbench.core.protocol import Protocol
+from persistbench.core.runs import case_record
+from persistbench.core.suite import Prediction, Request, Suite
+from persistbench.core.synth import synth_option
+from persistbench.executors import RunResult
+from persistbench.geometry.camera import Camera
+from persistbench.geometry.sampling import crop_box, crop_resize, fit_camera, target_size
+from persistbench.io.files import check_regular, read_json, sha256_file, write_json
+from persistbench.io.images import image_size, read_image
+from persistbench.io.limits import check_asked_size, check_frame_size, check_memory
+from persistbench.io.names import name_problem
+from persistbench.io.video import probe, read_frames
+from persistbench.suites.r2m import layout, pairs, scoring
+from persistbench.suites.r2m.data import Checkout, R2MCase, Trajectory, fps_of, read_trajectory
+from persistbench.suites.r2m.scorers import SCORERS
 
 
 @functools.lru_cache(maxsize=8)
@@ -75,10 +78,24 @@ class VideoPrediction(Prediction):
 class R2MBench(Suite):
     name = "r2m"
     title = "R2M-Bench"
-    protocols = ("r2m-v1", "r2m-paper-v1")
-    protocol_schema = scoring.SCHEMA
+    scorers = SCORERS
     subsets = ("DDDAAA", "WSLRRLL", "revisit_loop")
     external_label = "external videos"
+    option_specs = (
+        SuiteOption(
+            "pairs",
+            "A folder of upstream's pair files (<T>.json for each trajectory) instead of sampling them.",
+            ("score",),
+            ExistingFolder(),
+            "DIR",
+        ),
+        synth_option("scenes", "Specs (images) per trajectory; default 2."),
+        synth_option("frames", "Poses per trajectory; default 481."),
+        synth_option("size", "Image and video size WxH; default 128x96."),
+        synth_option("seed", "Random seed; default 5."),
+        synth_option("hfov", "Horizontal field of view, degrees; default 70."),
+        synth_option("pano_size", "The scene's panorama WxH; default 1024x512."),
+    )
 
     def __init__(self, root, options=None):
         super().__init__(root, options)
@@ -126,9 +143,9 @@ class R2MBench(Suite):
     # ---------------------------------------------------------------- getting the data
 
     @classmethod
-    def fetch(cls, output, repo, revision, from_dir, include, progress, tasks=None, **run) -> RunResult:
+    def fetch(cls, output, repo, revision, from_dir, include, progress, options=None, **run) -> RunResult:
         """The conditioning images (:mod:`persistbench.suites.r2m.fetch`); the checkout itself comes from git."""
-        from .fetch import fetch_images
+        from persistbench.suites.r2m.fetch import fetch_images
 
         result = fetch_images(Path(output), repo, revision, from_dir, progress, **run)
         if result.value is not None:
@@ -140,24 +157,24 @@ class R2MBench(Suite):
 
     # ---------------------------------------------------------------- synthetic data
 
-    # persistbench synth's option names -> R2MSynthConfig's fields
-    SYNTH_OPTIONS = {
+    # persistbench synth's options -> R2MSynthConfig's fields
+    SYNTH_FIELDS = {
         "scenes": "cases",
-        "n_frames": "n_poses",
-        "view_size": "size",
+        "frames": "n_poses",
+        "size": "size",
         "seed": "seed",
-        "hfov_deg": "hfov_deg",
+        "hfov": "hfov_deg",
         "pano_size": "pano_size",
     }
 
     @classmethod
     def synthesize(cls, out: Path, config_file: str | None, options: dict, progress: bool = True) -> str:
         """A small R2M tree with videos of known outcomes (:mod:`persistbench.suites.r2m.synth`)."""
-        from ...files import check_writable
-        from ...synth import suite_config
-        from .synth import R2MSynthConfig, make
+        from persistbench.core.synth import suite_config
+        from persistbench.io.files import check_writable
+        from persistbench.suites.r2m.synth import R2MSynthConfig, make
 
-        cfg = suite_config(R2MSynthConfig, cls.name, cls.SYNTH_OPTIONS, config_file, options)
+        cfg = suite_config(R2MSynthConfig, cls.name, cls.SYNTH_FIELDS, config_file, options, hw=("size", "pano_size"))
         check_writable(out)
         make(out, cfg)
         return f"wrote {cfg.cases} spec(s) x {len(cls.subsets)} trajectories and their videos: {out}"
@@ -244,12 +261,17 @@ class R2MBench(Suite):
 
     # ---------------------------------------------------------------- scoring
 
-    def score_case(self, ref, pred: VideoPrediction, protocol: Protocol, ctx: ScoreContext) -> dict:
+    def pair_frames(
+        self, ref, pred: VideoPrediction, protocol: Protocol, scores_dir: Path | None
+    ) -> tuple[R2MCase, dict[int, np.ndarray], int, int, dict]:
+        """What the scorer needs of one video: ``(case, {frame index: (h, w, 3) uint8 frame} of every frame its
+        pairs use, frames in the video (up to the trajectory's), poses in the trajectory, the pair file)``;
+        the pair file is also written under ``scores_dir`` (``pairs/<T>.json``)."""
         case = self.case(ref)
         n_poses = len(trajectory_of(case).poses)
         pair_file = self.pair_file(case, protocol)
-        if ctx.scores_dir is not None:
-            write_json(layout.pairs_path(ctx.scores_dir / layout.PAIRS_DIR, case.subset), pair_file)
+        if scores_dir is not None:
+            write_json(layout.pairs_path(scores_dir / layout.PAIRS_DIR, case.subset), pair_file)
         video = pred.files[0]
         info = probe(video)
         check_asked_size(video, info["width"], info["height"], pred.asked)
@@ -264,37 +286,4 @@ class R2MBench(Suite):
                 frames[i] = frame
         if n_video == 0:
             raise PersistbenchError(f"{video}: the video has no frames")
-        ids = (case.subset, case.case_id, pred.digest)
-        return scoring.score_video(frames, n_video, n_poses, pair_file, protocol, ctx, ids).to_json()
-
-    def backends_needed(self, protocol: Protocol, wanted: tuple[str, ...]) -> list[str]:
-        return scoring.backends_needed(protocol, wanted)
-
-    def scored_metrics(self, record: dict) -> set[str]:
-        """Metrics with values, and those reported unavailable for a reason other than LPIPS's (a missing backend:
-        ``--resume`` does not retry them; ``--metrics NAME`` once the backend is there does); a metric with
-        failed judgments is not done (``--resume`` asks again; answers given are cached)."""
-        values, unavailable, judge = record.get("values"), record.get("unavailable"), record.get("judge")
-        done = set(values) if isinstance(values, dict) else set()
-        if isinstance(judge, dict):
-            done -= {m for m, t in judge.items() if isinstance(t, dict) and t.get("failed")}
-        if isinstance(unavailable, dict):
-            done |= {m for m, why in unavailable.items() if why != record.get("lpips_unavailable")}
-        return done
-
-    def merge(self, new: dict, old: dict) -> dict:
-        return scoring.merge(new, old)
-
-    def summarise(self, results: list[dict], protocol: Protocol, ctx: ScoreContext) -> tuple[dict, dict]:
-        allow = bool(ctx.options.get("allow_partial"))
-        body = scoring.summarise(results, self.checkout.trajectories, protocol.config["epsilon"], allow)
-        return {}, body.to_json()
-
-    def tables(self, summary: dict):
-        return scoring.tables(summary)
-
-    # ---------------------------------------------------------------- report
-
-    @classmethod
-    def owns_summary(cls, summary: dict) -> bool:
-        return "trajectories" in summary
+        return case, frames, n_video, n_poses, pair_file

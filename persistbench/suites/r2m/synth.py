@@ -24,13 +24,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ... import sphere
-from ...files import dump_json, write_text
-from ...images import write_image
-from ...synth import render_background
-from ...video import LOSSLESS_SETTINGS, encode_video
-from . import layout
-from .data import fps_of
+from persistbench.core.synth import render_background
+from persistbench.geometry import sphere
+from persistbench.io.files import dump_json, write_text
+from persistbench.io.images import write_image
+from persistbench.io.video import LOSSLESS_SETTINGS, encode_video
+from persistbench.suites.r2m import layout
+from persistbench.suites.r2m.data import fps_of
 
 TEMPLATES = ("DDDAAA", "WSLRRLL", "revisit_loop")
 KINDS = ("pose", "time", "static", "short")

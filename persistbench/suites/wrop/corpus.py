@@ -1,7 +1,7 @@
 """The WROP corpus where it lies: a local folder, an ``http(s)`` URL or a Hub dataset, read in place.
 
 A corpus root holds ``train/checksums.txt`` and one tar per task (:mod:`.layout`). Nothing is
-extracted: each archive is indexed from its headers once (:mod:`persistbench.tarindex`; the index
+extracted: each archive is indexed from its headers once (:mod:`persistbench.io.tarindex`; the index
 is cached beside a local archive, or in the index cache for a remote one, keyed by the archive's
 size and its sha256 from ``checksums.txt``) and its members are read by offset; videos of a local
 archive are decoded in place by ffmpeg, those of a remote one fetched by one exact range read.
@@ -29,12 +29,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ... import web
-from ...errors import PersistbenchError, UsageError
-from ...files import parse_json
-from ...safeload import load_npy_bytes
-from ...tarindex import REMOTE_CHUNK, ByteSource, HttpRange, LocalFile, TarIndex, build_index, cached_index
-from . import layout
+from persistbench.core.errors import PersistbenchError, UsageError
+from persistbench.io import web
+from persistbench.io.files import parse_json
+from persistbench.io.safeload import load_npy_bytes
+from persistbench.io.tarindex import REMOTE_CHUNK, ByteSource, HttpRange, LocalFile, TarIndex, build_index, cached_index
+from persistbench.suites.wrop import layout
 
 MAX_CHECKSUMS = 1 << 20
 MAX_TEXT = 64 << 10  # prompt.txt

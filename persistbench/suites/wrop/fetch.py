@@ -18,14 +18,14 @@ import hashlib
 import os
 from pathlib import Path
 
-from ...errors import PersistbenchError
-from ...executors import Executor, Job, RunResult, Selection, SerialExecutor, Shard
-from ...files import write_json, write_text
-from ...layout import STATE_DIR, SUITE_FETCH_JSON
-from ...names import confined
-from ...tarindex import LocalFile
-from ...timing import phase
-from . import corpus, layout
+from persistbench.core.errors import PersistbenchError
+from persistbench.core.layout import STATE_DIR, SUITE_FETCH_JSON
+from persistbench.core.timing import phase
+from persistbench.executors import Executor, Job, RunResult, Selection, SerialExecutor, Shard
+from persistbench.io.files import write_json, write_text
+from persistbench.io.names import confined
+from persistbench.io.tarindex import LocalFile
+from persistbench.suites.wrop import corpus, layout
 
 CHUNK = 8 << 20
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ...layout import user_cache
+from persistbench.core.layout import user_cache
 
 HUB_REPO = "Hokin/object-permanence"
 SPLIT = "train"

@@ -8,10 +8,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ...figures import data_uri, figure_png, fmt, pyplot, table
-from ...markup import Markup, tag
-from ...registry import order
-from .scoring import REGIONS
+from persistbench.core.figures import data_uri, figure_png, fmt, pyplot, table
+from persistbench.core.markup import Markup, tag
+from persistbench.metrics.registry import order
+from persistbench.suites.wrop.scoring import REGIONS
 
 
 def _metrics(runs: list[dict]) -> list[str]:

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ...protocol import (
+from persistbench.core.protocol import (
     LPIPS_SECTION,
     PSNR_SECTION,
     SSIM_SECTION,
@@ -37,10 +37,11 @@ from ...protocol import (
     optional,
     section,
     size_hw,
+    statement,
 )
-from ...registry import METRICS, FrameBatch, order
-from ...sampling import RGB_RESIZE
-from ..base import CaseScores
+from persistbench.core.suite import CaseScores, keep_unavailable
+from persistbench.geometry.sampling import RGB_RESIZE
+from persistbench.metrics.registry import METRICS, FrameBatch, order
 
 REGIONS = ("full", "changed")
 ROLES = ("model", "hold")
@@ -61,10 +62,10 @@ SCHEMA = {
     "psnr": PSNR_SECTION,
     "ssim": SSIM_SECTION,
     "lpips": LPIPS_SECTION,
-    "frames": one_of("target frames but video_split's seam_overlap_frames (first) and target_pad_end_frames (last)"),
-    "gain": one_of("per frame: model minus hold (the last input frame), negated where lower is better"),
+    "frames": statement("target frames but video_split's seam_overlap_frames (first) and target_pad_end_frames (last)"),
+    "gain": statement("per frame: model minus hold (the last input frame), negated where lower is better"),
     "exclude_tasks": name_list,
-    "aggregate": one_of(
+    "aggregate": statement(
         "per case: mean over scored frames (NaN excluded and counted); per task: equal weight per case; "
         "per category and overall: equal weight per task"
     ),
@@ -103,21 +104,20 @@ class ContCaseScores(CaseScores):
     changed_fraction: list[float]
     values: dict[str, dict[str, dict[str, list[float | None]]]]
     means: dict[str, dict[str, dict]]
-    unavailable: dict[str, str]
 
 
 def _none(v: float) -> float | None:
     return None if v is None or not math.isfinite(v) else float(v)
 
 
-def _values(metrics: list[str], frames: np.ndarray, refs: np.ndarray, regions: dict, protocol: Protocol, lpips):
+def _values(metrics: list[str], frames: np.ndarray, refs: np.ndarray, regions: dict, protocol: Protocol, backends):
     """``[region][metric]``: one value per frame of ``frames`` against ``refs`` ``(N, H, W, 3)`` inside each
-    region's masks ``(N, H, W)``, in chunks of :data:`BATCH` frames; a metric's per-frame maps (LPIPS's
-    network) are computed once per chunk and reduced over every region."""
+    region's masks ``(N, H, W)``, in chunks of :data:`BATCH` frames; a metric's per-frame maps (a network's)
+    are computed once per chunk and reduced over every region; ``backends`` say how networks load."""
     out: dict = {r: {m: [] for m in metrics} for r in regions}
     for a in range(0, len(frames), BATCH):
         chunk = slice(a, a + BATCH)
-        batch = FrameBatch(frames[chunk], refs[chunk], np.ones(refs[chunk].shape[:3], bool), [], math.nan, lpips)
+        batch = FrameBatch(frames[chunk], refs[chunk], np.ones(refs[chunk].shape[:3], bool), [], math.nan, backends)
         for r, masks in regions.items():
             b = batch.with_masks(masks[chunk])
             for m in metrics:
@@ -154,19 +154,11 @@ def score_frames(
         "full": np.ones(refs.shape[:3], bool),
         "changed": changed_region(refs, last, cfg["tau"], cfg["dilate_px"]),
     }
-    lpips = ctx.lpips if ctx.lpips is not None and not isinstance(ctx.lpips, str) else None
     values: dict = {r: {} for r in REGIONS}
     means: dict = {r: {} for r in REGIONS}
-    unavailable, note = {}, None
-    metrics = []
-    for m in order(ctx.wanted):
-        if "extra:lpips" in METRICS[m].needs and lpips is None:
-            note = ctx.lpips if isinstance(ctx.lpips, str) else "LPIPS was not loaded"
-            unavailable[m] = note
-        else:
-            metrics.append(m)
+    metrics = [m for m in order(ctx.wanted) if m not in ctx.unavailable]
     per_role = {
-        role: _values(metrics, frames, refs, regions, protocol, lpips)
+        role: _values(metrics, frames, refs, regions, protocol, ctx.backends)
         for role, frames in (("model", model), ("hold", hold))
     }
     for r in REGIONS:
@@ -185,8 +177,7 @@ def score_frames(
         changed_fraction=[float(x.mean()) for x in regions["changed"]],
         values=values,
         means=means,
-        unavailable=unavailable,
-        **CaseScores.common(protocol, ctx.wanted, note, ids["prediction"]),
+        **CaseScores.common(protocol, ctx.wanted, ctx.unavailable, ids["prediction"]),
     )
 
 
@@ -196,6 +187,7 @@ def merge(new: dict, old: dict) -> dict:
     for m in kept:
         for r in REGIONS:
             new["values"][r][m], new["means"][r][m] = old["values"][r][m], old["means"][r][m]
+    kept += keep_unavailable(new, old, WROP_METRICS)
     new["requested"] = order(set(new["requested"]) | set(kept))
     return new
 

@@ -19,20 +19,24 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
+import click
 import numpy as np
 
-from ...errors import PersistbenchError, UsageError
-from ...executors import RunResult
-from ...files import read_json
-from ...layout import STATE_DIR, RunLayout
-from ...limits import MAX_FRAMES, check_asked_size, check_frame_size, check_memory
-from ...names import name_problem
-from ...protocol import Protocol
-from ...runs import case_record
-from ...sampling import crop_box, crop_resize, sample_indices, target_size
-from ...video import probe, read_frames
-from ..base import CaseRef, Prediction, Request, ScoreContext, Suite
-from . import corpus, layout, scoring
+from persistbench.core.errors import PersistbenchError, UsageError
+from persistbench.core.layout import STATE_DIR, RunLayout
+from persistbench.core.options import ExistingFile, NameList, SuiteOption, file_path, positive_int, string_list
+from persistbench.core.protocol import Protocol
+from persistbench.core.runs import case_record
+from persistbench.core.suite import CaseRef, Prediction, Request, Suite
+from persistbench.core.synth import synth_option
+from persistbench.executors import RunResult
+from persistbench.geometry.sampling import crop_box, crop_resize, sample_indices, target_size
+from persistbench.io.files import read_json
+from persistbench.io.limits import MAX_FRAMES, check_asked_size, check_frame_size, check_memory
+from persistbench.io.names import name_problem
+from persistbench.io.video import probe, read_frames
+from persistbench.suites.wrop import corpus, layout
+from persistbench.suites.wrop.scorers import SCORERS
 
 
 @functools.lru_cache(maxsize=4)
@@ -56,12 +60,42 @@ class WropPrediction(Prediction):
 class Wrop(Suite):
     name = "wrop"
     title = "WROP"
-    protocols = ("wrop-cont-v1",)
-    protocol_schema = scoring.SCHEMA
+    scorers = SCORERS
     subsets = corpus.CATEGORIES
     external_label = "external videos"
     remote = True  # the root may be a URL
-    case_options = ("tasks", "per_task", "categories")
+    option_specs = (
+        SuiteOption(
+            "tasks",
+            "Comma-separated task names or globs (default: all).",
+            ("infer", "score", "verify", "fetch"),
+            NameList(),
+            "LIST",
+            case=True,
+            json=string_list,
+        ),
+        SuiteOption(
+            "per_task",
+            "N samples per task, the same N whatever other tasks are chosen (default: all).",
+            ("infer", "score", "verify"),
+            click.IntRange(1),
+            "N",
+            case=True,
+            json=positive_int,
+        ),
+        SuiteOption(
+            "categories",
+            "A JSON file {task: category} for tasks whose metadata names no category.",
+            ("infer", "score", "verify"),
+            ExistingFile(),
+            "FILE",
+            case=True,
+            json=file_path,
+        ),
+        synth_option("scenes", "Samples per task; default 3."),
+        synth_option("seed", "Random seed; default 0."),
+        synth_option("size", "Frame size WxH, even; default 160x96."),
+    )
 
     def __init__(self, root, options=None):
         super().__init__(root, options)
@@ -196,11 +230,12 @@ class Wrop(Suite):
     # ---------------------------------------------------------------- getting the data
 
     @classmethod
-    def fetch(cls, output, repo, revision, from_dir, include, progress, tasks=None, **run) -> RunResult:
+    def fetch(cls, output, repo, revision, from_dir, include, progress, options=None, **run) -> RunResult:
         """Whole archives with ``checksums.txt`` verified (:mod:`.fetch`), resumable; ``include`` does not apply."""
-        from .fetch import fetch_corpus
+        from persistbench.suites.wrop.fetch import fetch_corpus
 
-        result = fetch_corpus(Path(output), repo, revision, from_dir, tasks, progress, **run)
+        tasks = (options or {}).get("tasks")
+        result = fetch_corpus(Path(output), repo, revision, from_dir, list(tasks) if tasks else None, progress, **run)
         if result.value is not None:
             result.value = (
                 f"fetched {result.value} archive(s) into {Path(output) / layout.SPLIT}; "
@@ -210,16 +245,16 @@ class Wrop(Suite):
 
     # ---------------------------------------------------------------- synthetic data
 
-    SYNTH_OPTIONS = {"scenes": "samples", "seed": "seed", "view_size": "size"}
+    SYNTH_FIELDS = {"scenes": "samples", "seed": "seed", "size": "size"}
 
     @classmethod
     def synthesize(cls, out: Path, config_file: str | None, options: dict, progress: bool = True) -> str:
         """A tiny corpus of tars (:mod:`persistbench.suites.wrop.synth`)."""
-        from ...files import check_writable
-        from ...synth import suite_config
-        from .synth import WropSynthConfig, make
+        from persistbench.core.synth import suite_config
+        from persistbench.io.files import check_writable
+        from persistbench.suites.wrop.synth import WropSynthConfig, make
 
-        cfg = suite_config(WropSynthConfig, cls.name, cls.SYNTH_OPTIONS, config_file, options)
+        cfg = suite_config(WropSynthConfig, cls.name, cls.SYNTH_FIELDS, config_file, options, hw=("size",))
         check_writable(out)
         tasks = make(out, cfg, progress)
         return f"wrote {len(tasks)} archive(s) of {cfg.samples} sample(s) each: {out / layout.SPLIT}"
@@ -297,7 +332,12 @@ class Wrop(Suite):
 
     # ---------------------------------------------------------------- scoring
 
-    def score_case(self, ref, pred: Prediction, protocol: Protocol, ctx: ScoreContext) -> dict:
+    def continuation(
+        self, ref, pred: Prediction, protocol: Protocol
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, range, dict]:
+        """What the scorer needs of one sample: ``(predicted, target, last input)`` frames at the protocol's
+        evaluation size (``(n, h, w, 3)``, ``(n, h, w, 3)``, ``(h, w, 3)`` uint8), which target frames are
+        scored (``video_split``) and the ids the record names."""
         archive, sample = self.sample(ref)
         targets, _ = self._decode(archive, sample, layout.TARGET_VIDEO)
         last = self._decode(archive, sample, layout.INPUT_VIDEO)[0][-1]
@@ -326,26 +366,4 @@ class Wrop(Suite):
             "prediction": pred.digest,
         }
         scored = split.scored(len(targets))
-        return scoring.score_frames(fit(preds), fit(targets), fit([last])[0], scored, protocol, ctx, ids).to_json()
-
-    def scored_metrics(self, record: dict) -> set[str]:
-        values = record.get("values")
-        full = values.get("full") if isinstance(values, dict) else None
-        return set(full) if isinstance(full, dict) else set()
-
-    def merge(self, new: dict, old: dict) -> dict:
-        return scoring.merge(new, old)
-
-    def summarise(self, results: list[dict], protocol: Protocol, ctx: ScoreContext) -> tuple[dict, dict]:
-        return {"dataset_options": self.dataset_options()}, scoring.summarise(
-            results, protocol.config["exclude_tasks"]
-        ).to_json()
-
-    def tables(self, summary: dict):
-        return scoring.tables(summary)
-
-    # ---------------------------------------------------------------- report
-
-    @classmethod
-    def owns_summary(cls, summary: dict) -> bool:
-        return "curves" in summary and "categories" in summary
+        return fit(preds), fit(targets), fit([last])[0], scored, ids

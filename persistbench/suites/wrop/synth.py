@@ -29,9 +29,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ...files import atomic_path, dump_json, write_text
-from ...video import H264_SETTINGS, encode_video
-from . import layout
+from persistbench.io.files import atomic_path, dump_json, write_text
+from persistbench.io.video import H264_SETTINGS, encode_video
+from persistbench.suites.wrop import layout
 
 SOURCE_FRAMES, CLIP, FPS = 120, 60, 24.0
 SEAM = 6

@@ -1,0 +1,56 @@
+"""The ``persistbench`` command: argument parsing only; the work happens in the modules.
+
+One module per command (``cli/<command>.py``), the options they share in :mod:`.options` and the
+error table in :mod:`.errors`. Suites add commands of their own (PersistBench: ``download``,
+``pack``) through :func:`persistbench.core.suites.suite_commands`. Commands are imported when they
+are run or listed, and heavy modules (numpy, cv2, torch) only inside them, so ``persistbench --help``
+starts fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+from persistbench import __version__
+from persistbench.cli.errors import ErrorTable
+
+COMMANDS = {  # the core's commands: name -> module:function
+    "synth": "persistbench.cli.synth:synth",
+    "infer": "persistbench.cli.infer:infer",
+    "score": "persistbench.cli.score:score",
+    "verify": "persistbench.cli.verify:verify",
+    "fetch": "persistbench.cli.fetch:fetch",
+    "report": "persistbench.cli.report:report",
+    "demo": "persistbench.cli.demo:demo",
+    "doctor": "persistbench.cli.doctor:doctor",
+    "suites": "persistbench.cli.suites:suites",
+}
+
+
+def _load(spec: str) -> click.Command:
+    module, name = spec.split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+class Main(ErrorTable):
+    """The core's commands and every registered suite's, found by name when needed."""
+
+    def _table(self) -> dict[str, str]:
+        from persistbench.core.suites import suite_commands
+
+        return {**COMMANDS, **suite_commands()}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(self._table())
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        spec = self._table().get(name)
+        return None if spec is None else _load(spec)
+
+
+@click.group(cls=Main, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="persistbench")
+def main() -> None:
+    """Benchmark visual memory of video and 4D models on reprojected 360-degree videos."""

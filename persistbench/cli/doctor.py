@@ -1,0 +1,52 @@
+"""``persistbench doctor``: what this machine has for each command."""
+
+from __future__ import annotations
+
+import click
+
+from persistbench.cli.options import JUDGE_KEY_ENV, JUDGE_MODEL, JUDGE_URL, judge_timeout, output_option
+from persistbench.core.layout import DEFAULT_CACHE
+
+
+@click.command()
+@click.option(
+    "--for",
+    "wanted",
+    type=click.Choice(["all", "download", "infer", "score", "pack", "fetch", "synth", "report", "demo"]),
+    default="all",
+    show_default=True,
+    help="Exit non-zero only when something this command needs is missing.",
+)
+@click.option("--cache", default=DEFAULT_CACHE, show_default=True, type=click.Path(file_okay=False))
+@output_option("Where the commands will write (checked for write access).", default=".")
+@click.option("--lpips-weights", default=None, type=click.Path(dir_okay=False))
+@JUDGE_URL
+@JUDGE_MODEL
+@JUDGE_KEY_ENV
+@judge_timeout(15.0)
+def doctor(wanted, cache, output, lpips_weights, judge_url, judge_model, judge_key_env, judge_timeout) -> None:
+    """Check Python, packages, ffmpeg, yt-dlp, a JavaScript runtime, torch/lpips and their weights, CUDA, write
+    access; with --judge-url, the judge's endpoint (the models it lists, one tiny request and its time).
+
+    \b
+    Examples:
+      persistbench doctor
+      persistbench doctor --for score
+      persistbench doctor --for score --judge-url http://localhost:8000/v1 --judge-model Qwen/Qwen3.8-27B
+    """
+    from persistbench.backends import JudgeOptions
+    from persistbench.core.doctor import failing, run_checks
+
+    judge = JudgeOptions(judge_url, judge_model, judge_key_env, timeout_s=judge_timeout) if judge_url else None
+    checks = run_checks(cache, output, lpips_weights, judge)
+    bad = failing(checks, wanted)
+    width = max(len(c.name) for c in checks)
+    for c in checks:
+        state = "ok" if c.ok else ("MISSING" if c in bad else "missing")  # upper case: needed for --for
+        line = f"{state:8s} {c.name:{width}s}  {c.detail}"
+        click.echo(line + (f"\n{'':8s} {'':{width}s}  fix: {c.fix}" if c.fix else ""))
+    if bad:
+        click.echo(f"{len(bad)} missing for {wanted}: {', '.join(c.name for c in bad)}")
+        raise SystemExit(1)
+    optional = [c.name for c in checks if not c.ok]
+    click.echo(f"ready for {wanted}" + (f"; optional, missing: {', '.join(optional)}" if optional else ""))

@@ -1,0 +1,69 @@
+"""The error table: how an exception that reaches the command line becomes one ``Error: ...`` line.
+
+| raised | becomes |
+| --- | --- |
+| :class:`~persistbench.core.errors.UsageError` | a usage error (exit 2, with the command's usage) |
+| :class:`~persistbench.core.errors.PersistbenchError` | its message (exit 1) |
+| ``OSError`` | the path and the system's reason (a read-only or missing output, a file where a folder should be) |
+| an HTTP client's connection error (httpx, requests, urllib3, huggingface_hub) | ``host:port: network unreachable (...)`` |
+
+Anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import click
+
+from persistbench.core.errors import PersistbenchError, UsageError, os_error_line
+
+
+def network_error(e: BaseException) -> bool:
+    """An HTTP client's connection error (httpx, requests, urllib3): the network, not a bug."""
+    names = {c.__name__ for c in type(e).__mro__}
+    return type(e).__module__.startswith(("httpx", "requests", "urllib3", "huggingface_hub")) and bool(
+        names & {"ConnectError", "ConnectionError", "ConnectTimeout", "TimeoutException", "NetworkError", "ProxyError"}
+    )
+
+
+def host_of(e: BaseException) -> str:
+    """``host:port`` of the request that failed, when the client says."""
+    try:
+        url = e.request.url  # httpx and requests errors carry their request
+    except (AttributeError, RuntimeError):
+        return "unknown host"
+    host, port = getattr(url, "host", None), getattr(url, "port", None)
+    if host is None:
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(str(url))
+        host, port = parts.hostname, parts.port
+    return f"{host}:{port}" if port else str(host)
+
+
+def translate(e: Exception, ctx: click.Context) -> click.ClickException | None:
+    """The click exception the table gives ``e``, or None (a bug: re-raise it)."""
+    if isinstance(e, UsageError):
+        return click.UsageError(str(e), ctx)
+    if isinstance(e, PersistbenchError):
+        return click.ClickException(str(e))
+    if isinstance(e, OSError):
+        return click.ClickException(os_error_line(e))
+    if network_error(e):
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        return click.ClickException(f"{host_of(e)}: network unreachable ({first})")
+    return None
+
+
+class ErrorTable(click.Group):
+    """A group whose commands' errors go through :func:`translate`."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except click.ClickException:
+            raise
+        except Exception as e:
+            translated = translate(e, ctx)
+            if translated is None:
+                raise
+            raise translated from None

@@ -1,0 +1,30 @@
+"""``persistbench verify``: a dataset checked against its suite's contract."""
+
+from __future__ import annotations
+
+import click
+
+from persistbench.cli.options import NO_PROGRESS, SUITE, SUITE_OPTION, SuiteCommand, suite_options
+
+
+@click.command(cls=SuiteCommand)
+@click.argument("root")
+@SUITE
+@SUITE_OPTION
+@NO_PROGRESS
+@click.pass_context
+def verify(ctx: click.Context, root, suite, suite_option, no_progress) -> None:
+    """Check a dataset against its suite's contract; one line per problem.
+
+    Example: persistbench verify reconstructed/
+    """
+    from persistbench.core.suites import detect, open_suite
+
+    suite = suite or detect(root)
+    options = suite_options(ctx, suite, "verify", suite_option)
+    problems, n = open_suite(root, suite, options).verify(progress=not no_progress)
+    for line in problems:
+        click.echo(line)
+    if problems:
+        raise click.ClickException(f"{len(problems)} problem(s) in {n} case(s) under {root}")
+    click.echo(f"ok: {n} cases verified under {root}")

@@ -1,0 +1,66 @@
+"""``persistbench demo``: every suite's whole chain, offline, on data made on the spot.
+
+Each suite that has a demo (a ``demo`` module beside its suite class, ``suites/<name>/demo.py``, whose
+``run(out, executor, progress, step)`` returns a :class:`DemoResult`) runs it in turn on one pool of workers: the first registered suite into the output directory itself,
+the others into ``<output>/<name>/``; each writes its report and prints its table. Servers a demo
+starts are stopped before it returns, whatever happens.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from persistbench.core.errors import PersistbenchError
+from persistbench.executors import RunResult
+
+
+@dataclass(frozen=True)
+class DemoResult:
+    """What one suite's demo made: its report, the summary of each run, and the table it prints."""
+
+    report: Path
+    summaries: dict[str, dict]
+    table: str
+
+
+def demo(
+    out: str | Path = "persistbench-demo", workers: int = 2, progress: bool = True, echo: Callable[[str], None] = print
+) -> dict:
+    """Run every suite's demo into ``out`` (new or empty); returns ``{"report", "summaries"}`` of the first
+    suite and ``{"<name>_report", "<name>_summaries"}`` of each other."""
+    from persistbench.core.suites import suite_class, suites
+    from persistbench.executors import ExecutorOptions
+
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise PersistbenchError(f"{out}: exists and is not empty; the demo writes into a new directory")
+    start = time.perf_counter()
+
+    def step(text: str) -> None:
+        echo(f"[{time.perf_counter() - start:6.1f} s] {text}")
+
+    demos = {n: suite_class(n).companion("demo") for n in suites()}
+    made: dict = {}
+    with ExecutorOptions(workers=workers).build() as ex:  # one pool of workers for every stage
+        for i, (name, module) in enumerate((n, m) for n, m in demos.items() if m is not None):
+            result = module.run(out if i == 0 else out / name, ex, progress, step)
+            echo(result.table)
+            prefix = "" if i == 0 else f"{name}_"
+            made[f"{prefix}report"], made[f"{prefix}summaries"] = result.report, result.summaries
+    reports = [str(v) for k, v in made.items() if k.endswith("report")]
+    step(f"done: open {', '.join(reports[:-1])} and {reports[-1]}" if len(reports) > 1 else f"done: open {reports[0]}")
+    return made
+
+
+def checked(result: RunResult) -> RunResult:
+    """The result; an error when a case failed."""
+    if not result.ok:
+        raise PersistbenchError(f"demo: {result.stage} failed:\n{result.text()}")
+    return result
+
+
+def cell(v: float | None, width: int) -> str:
+    return f"{'n/a' if v is None else f'{v:.4f}':>{width}s}"

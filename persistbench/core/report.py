@@ -1,0 +1,260 @@
+"""``persistbench report``: one self-contained HTML file comparing scored runs of one suite.
+
+The page is the runs' leaderboard and provenance, with the warnings that say why numbers are not
+comparable (different protocol hash or dataset, partial runs); what the leaderboard shows and which
+figures follow are the scorer's (:meth:`~persistbench.core.scorer.Scorer.report_sections`), found from the
+summaries' header (``suite``, ``scorer``). Charts
+use matplotlib (the ``report`` extra); every image is inlined as a PNG data URI.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from persistbench.core.errors import PersistbenchError
+from persistbench.core.figures import table
+from persistbench.core.layout import RunLayout
+from persistbench.core.markup import Markup, join, page, tag
+from persistbench.executors import read_records
+from persistbench.io.files import read_json, write_text
+
+
+def _load_run(path: Path, protocol: str | None) -> dict:
+    run = RunLayout(path)
+    if protocol is None:
+        scored = sorted(d.name for d in (path / "scores").glob("*") if os.path.lexists(d / "summary.json"))
+        if len(scored) > 1:
+            raise PersistbenchError(f"{path}: scored with several protocols ({', '.join(scored)}); pass --protocol")
+        if not scored:
+            raise PersistbenchError(f"{path}: not scored; run persistbench score --pred {path}")
+        protocol = scored[0]
+    files = (run.summary_json(protocol), run.results_json(protocol))
+    if not all(os.path.lexists(f) for f in files):
+        raise PersistbenchError(f"{path}: not scored with protocol {protocol}; run persistbench score --pred {path}")
+    summary, results = (read_json(f) for f in files)  # there but unreadable: the reader's one line
+    if not (isinstance(summary, dict) and isinstance(results, dict)):
+        raise PersistbenchError(f"{path}: summary.json and results.json must hold JSON objects")
+    return {
+        "name": path.name,
+        "path": path,
+        "layout": run,
+        "summary": summary,
+        "results": results,
+        "info": read_json(run.run_json) if os.path.lexists(run.run_json) else None,
+    }
+
+
+def _scorer_of(runs: list[dict]):
+    """``(suite class, scorer)`` that wrote the runs' summaries, from their headers; one pair for all."""
+    from persistbench.core.suites import suite_class
+
+    found = {(r["summary"].get("suite"), r["summary"].get("scorer")) for r in runs}
+    if len(found) != 1:
+        raise PersistbenchError(
+            "report: the runs must be scored by one suite's scorer; got "
+            + ", ".join(f"{r['name']}: {r['summary'].get('suite')}/{r['summary'].get('scorer')}" for r in runs)
+        )
+    suite, scorer = found.pop()
+    if not (isinstance(suite, str) and isinstance(scorer, str)):
+        names = ", ".join(r["name"] for r in runs)
+        raise PersistbenchError(f"report: {names}: summary.json names no suite and scorer; score the runs again")
+    cls = suite_class(suite)
+    chosen = next((s for s in cls.scorers.values() if s.name == scorer), None)
+    if chosen is None:
+        raise PersistbenchError(f"report: suite {suite} has no scorer {scorer!r}")
+    return cls, chosen
+
+
+def _provenance(runs: list[dict]) -> Markup:
+    head = [
+        "run",
+        "toolkit",
+        "protocol",
+        "protocol sha256",
+        "dataset fingerprint",
+        "mask source",
+        "oracle",
+        "partial",
+        "unavailable",
+        "model backends",
+    ]
+    rows = []
+    for r in runs:
+        s = r["summary"]
+        cells = [
+            r["name"],
+            s.get("toolkit_version"),
+            s.get("protocol"),
+            (s.get("protocol_sha256") or "")[:12],
+            (s.get("dataset_fingerprint") or "")[:12],
+            ", ".join(s.get("mask_source", [])),
+            "yes (checks the scorer)" if s.get("oracle") else "no",
+            "yes" if s.get("partial") else "no",
+            "; ".join(f"{m}: {why}" for m, why in (s.get("unavailable") or {}).items()) or "none",
+            backends_cell(s.get("backends")),
+        ]
+        rows.append([str(c) for c in cells])
+    return table("provenance", head, rows, sortable=False)
+
+
+def _timing(runs: list[dict]) -> Markup:
+    """Where the time went: per run and stage, the cases timed, their summed and median seconds, each phase's share
+    (decode, model, write, ...), retries and workers, from the executor's per-case records."""
+    head = [
+        "run",
+        "stage",
+        "cases",
+        "seconds (sum)",
+        "median s/case",
+        "phases (share of the sum)",
+        "retries",
+        "workers",
+    ]
+    rows = []
+    for r in runs:
+        folders = (
+            ("infer", r["layout"].state_dir),
+            ("score", r["layout"].scores_state_dir(r["summary"]["scores_dir"])),
+        )
+        for stage, folder in folders:
+            records = [x for x in read_records(folder) if x.get("status") == "done"]
+            if not records:
+                continue
+            seconds = sorted(float(x.get("seconds", 0.0)) for x in records)
+            phases: dict[str, float] = {}
+            for x in records:
+                for name, value in x["phases"].items():
+                    phases[name] = phases.get(name, 0.0) + float(value)
+            total = sum(seconds)
+            shares = " · ".join(f"{k} {100 * v / total:.0f}%" for k, v in phases.items()) if total > 0 else ""
+            retries = sum(max(0, int(x.get("attempts", 1)) - 1) for x in records)
+            workers = len({x.get("worker") for x in records})
+            cells = [r["name"], stage, len(records), f"{total:.2f}", f"{seconds[len(seconds) // 2]:.3f}", shares]
+            rows.append([str(c) for c in [*cells, retries, workers]])
+    if not rows:
+        return Markup()
+    note = tag(
+        "p",
+        "From each case's record (",
+        tag("code", ".state/records/"),
+        "); cases skipped on a rerun keep the record of the run that made them.",
+        class_="note",
+    )
+    return join(tag("h2", "Where the time went"), note, table("timing", head, rows, sortable=False))
+
+
+_SORT_JS = """
+document.querySelectorAll('table.sortable th').forEach(function (th) {
+  th.addEventListener('click', function () {
+    var table = th.closest('table'), body = table.tBodies[0], col = +th.dataset.col;
+    var asc = th.dataset.order !== 'asc';
+    var rows = Array.prototype.slice.call(body.rows);
+    rows.sort(function (a, b) {
+      var x = a.cells[col].textContent, y = b.cells[col].textContent;
+      var nx = parseFloat(x), ny = parseFloat(y);
+      var c = (isNaN(nx) || isNaN(ny)) ? x.localeCompare(y) : nx - ny;
+      return asc ? c : -c;
+    });
+    rows.forEach(function (r) { body.appendChild(r); });
+    th.dataset.order = asc ? 'asc' : 'desc';
+  });
+});
+"""
+
+_CSS = """body{font-family:system-ui,sans-serif;margin:24px;max-width:1400px}table{border-collapse:collapse;margin:8px 0 20px;
+font-size:13px}th,td{border:1px solid #ccc;padding:3px 7px;text-align:right}th{background:#f0f0f0;cursor:pointer}
+td:first-child,td:nth-child(2){text-align:left}img{max-width:100%}.note{color:#555;font-size:13px}
+.warning{background:#fff3cd;border:1px solid #e0b000;padding:8px 12px}"""
+
+
+def _backend_entries(backends: object) -> list[tuple[str, dict]]:
+    if not isinstance(backends, dict):
+        return []
+    return [
+        (name, e)
+        for name, entries in sorted(backends.items())
+        for e in (entries if isinstance(entries, list) else [])
+        if isinstance(e, dict)
+    ]
+
+
+def backends_cell(backends: object) -> str:
+    """What produced a run's model-based scores: each backend's weights (sha256, device) or judge (model, URL)."""
+    parts = [
+        f"{name}: {e.get('judge_model')} at {e.get('judge_url')}"
+        if "judge_model" in e
+        else f"{name}: {str(e.get('sha256', '?'))[:12]} on {e.get('device', '?')}"
+        for name, e in _backend_entries(backends)
+    ]
+    return "; ".join(parts) or "none"
+
+
+def _models(backends: object) -> frozenset:
+    """The weights and judges behind the scores, whatever device ran them."""
+    return frozenset((name, e.get("judge_model") or e.get("sha256")) for name, e in _backend_entries(backends))
+
+
+def comparability_warnings(runs: list[dict]) -> list[str]:
+    """Why the runs' numbers cannot be compared side by side (different protocol hash, dataset, model weights
+    or judge, or partial runs)."""
+    out = []
+    for key, what in (
+        ("protocol_sha256", "protocol definitions (sha256)"),
+        ("dataset_fingerprint", "datasets (fingerprint)"),
+    ):
+        values = {r["summary"].get(key) for r in runs}
+        if len(values) > 1:
+            out.append(
+                f"The runs were scored with different {what}: "
+                + ", ".join(f"{r['name']}: {(r['summary'].get(key) or '?')[:12]}" for r in runs)
+            )
+    if len({_models(r["summary"].get("backends")) for r in runs}) > 1:
+        out.append(
+            "The runs' model-based scores come from different weights or judges: "
+            + ", ".join(f"{r['name']}: {backends_cell(r['summary'].get('backends'))}" for r in runs)
+        )
+    partial = [r["name"] for r in runs if r["summary"].get("partial")]
+    if partial:
+        out.append(f"Partial runs (cases without predictions were not scored): {', '.join(partial)}")
+    return out
+
+
+def build_report(
+    run_dirs: list[str | Path], out: str | Path, protocol: str | None = None, progress: bool = False
+) -> Path:
+    """Write the report of the scored runs to ``out`` (one HTML file); returns its path.
+
+    ``protocol``: the scores' folder name (default: each run's only one).
+    """
+    from tqdm import tqdm
+
+    if not run_dirs:
+        raise PersistbenchError("report: give at least one run directory")
+    runs = [_load_run(Path(p), protocol) for p in run_dirs]
+    suite, scorer = _scorer_of(runs)
+    used = runs[0]["summary"].get("protocol")
+    try:
+        steps = scorer.report_steps(runs)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError):
+        steps = 0  # a damaged summary is refused by report_sections, naming the files
+    bar = tqdm(total=steps, desc="report", unit="figure", disable=not progress)
+    try:
+        note, board, figures = scorer.report_sections(runs, bar.update)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
+        # Runs are shared files: one that lacks a field the suite's score writes, or holds another type there.
+        names = ", ".join(str(r["path"]) for r in runs)
+        raise PersistbenchError(
+            f"{names}: summary.json or results.json is not what {suite.name} score writes "
+            f"({type(e).__name__}: {str(e)[:80]})"
+        ) from None
+    finally:
+        bar.close()
+    parts: list[object] = [
+        tag("h1", f"persistbench report: {suite.title}"),
+        tag("p", f"Protocol {used}. {note} Click a column to sort.", class_="note"),
+    ]
+    parts += [tag("p", w, class_="warning") for w in comparability_warnings(runs)]
+    parts += [*board, tag("h2", "Provenance"), _provenance(runs), _timing(runs), *figures]
+    write_text(out, page("persistbench report", _CSS, parts, _SORT_JS) + "\n")
+    return Path(out)

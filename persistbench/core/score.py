@@ -1,0 +1,349 @@
+"""``persistbench score``: the shared scoring loop of every suite, and the output files.
+
+The suite (detected from the dataset root) says which cases exist, where a run's prediction of
+a case is, and how a case is scored and aggregated; this module owns the rest: the protocol,
+which cases are in (coverage: missing, absent and unexpected predictions make a result
+*partial*), the case loop (workers, shards, ``--resume``), keeping metrics scored earlier, and
+the files ``scores/<protocol>/{<subset>/<case_id>.json, results.json, summary.json,
+leaderboard.csv, summary.md}``. Aggregates are recomputed from the per-case files only.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import io
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+from persistbench import __version__
+from persistbench.backends import BackendOptions, BackendUnavailable, check_backend, load
+from persistbench.core.errors import PersistbenchError, UsageError
+from persistbench.core.layout import RunLayout
+from persistbench.core.options import recorded
+from persistbench.core.protocol import Protocol
+from persistbench.core.runs import read_run_info
+from persistbench.core.suite import CaseRef, ScoreContext, Suite
+from persistbench.core.suites import detect, open_suite, suite_class
+from persistbench.core.timing import phase
+from persistbench.executors import Executor, Job, RunResult, Selection, SerialExecutor, Shard
+from persistbench.io.files import check_writable, read_json, write_json, write_text
+from persistbench.metrics.registry import METRICS, order
+
+
+@dataclass(frozen=True)
+class ScoreOptions:
+    pred: Path
+    dataset: Path | str  # a folder, or a URL for suites that read remote data
+    protocol: str | None = None  # name or file; None: the suite's default
+    metrics: tuple[str, ...] | None = None  # None: the protocol's
+    eval_size: tuple[int, int] | None = None  # (height, width); None: the protocol's (PersistBench)
+    suite: str | None = None  # None: detected from the dataset root
+    suite_options: dict = field(default_factory=dict, hash=False)  # e.g. R2M's {"pairs": FILE}
+    allow_partial: bool = False  # set by score(): the suite may summarise a partial run
+    backends: BackendOptions = field(default_factory=BackendOptions)  # how the metrics' backends are loaded
+
+    def open_suite(self) -> Suite:
+        return open_suite(self.dataset, self.suite, self.suite_options)
+
+    def load_protocol(self, suite: Suite) -> Protocol:
+        return suite.load_protocol(self.protocol, {"eval_size": list(self.eval_size)} if self.eval_size else None)
+
+
+def wanted_metrics(protocol: Protocol, names: tuple[str, ...] | None) -> tuple[str, ...]:
+    """The metrics to compute: ``names`` (checked against what the protocol can score) or the protocol's."""
+    if names is None:
+        return protocol.metrics
+    allowed = [m for m in METRICS if m in protocol.metrics]
+    if not names:
+        raise UsageError(f"--metrics: no metric named; choose from {','.join(allowed)}")
+    unknown = sorted(set(names) - set(allowed))
+    if unknown:
+        raise UsageError(
+            f"--metrics: unknown metrics {unknown} for protocol {protocol.name}; choose from {','.join(allowed)}"
+        )
+    return tuple(order(names))
+
+
+@functools.lru_cache(maxsize=4)
+def unavailable_metrics(wanted: tuple[str, ...], backends: BackendOptions) -> dict[str, str]:
+    """Metric of ``wanted`` -> why it cannot be computed here: a backend it always needs
+    (:attr:`~persistbench.metrics.registry.MetricSpec.optional_backends`) does not load (loaded once per process)."""
+    out = {}
+    for m in wanted:
+        for name in METRICS[m].optional_backends:
+            try:
+                load(name, backends)
+            except BackendUnavailable as e:
+                out.setdefault(m, str(e))
+    return out
+
+
+def _context(opts: ScoreOptions, wanted: tuple[str, ...], scores_dir: Path | None = None) -> ScoreContext:
+    unavailable = unavailable_metrics(wanted, opts.backends)
+    return ScoreContext(wanted, unavailable, dict(opts.suite_options), opts.allow_partial, scores_dir, opts.backends)
+
+
+def _score_one(key: tuple[str, str], opts: ScoreOptions, run_info: dict | None, wanted: tuple[str, ...]) -> None:
+    suite = opts.open_suite()
+    protocol = opts.load_protocol(suite)
+    run = RunLayout(opts.pred)
+    case = CaseRef(*key)
+    with phase("decode"):
+        pred = suite.read_prediction(run.root, run_info, case)
+    if pred is None:
+        raise PersistbenchError(f"{case.case_id}: the prediction disappeared while scoring")
+    path = run.case_scores(protocol.dirname, *key)
+    with phase("metrics"):  # the suite decodes the frames it scores as it goes
+        new = protocol.scorer.score_case(
+            suite, case, pred, protocol, _context(opts, wanted, run.scores_dir(protocol.dirname))
+        )
+    with phase("write"):
+        old = read_json(path) if path.is_file() else None
+        if isinstance(old, dict) and all(old.get(k) == new[k] for k in ("protocol_sha256", "prediction_sha256")):
+            new = protocol.scorer.merge(new, old)
+        write_json(path, new)
+
+
+def _up_to_date(suite: Suite, run: RunLayout, protocol: Protocol, wanted, run_info, case, unavailable) -> bool:
+    """``--resume``: the case's scores exist for this protocol and prediction, with every requested metric (one
+    recorded unavailable counts when it is unavailable now for the same reason)."""
+    try:
+        old = read_json(run.case_scores(protocol.dirname, case.subset, case.case_id))
+    except PersistbenchError:
+        return False
+    pred = suite.read_prediction(run.root, run_info, case)
+    if pred is None or old.get("protocol_sha256") != protocol.sha256 or old.get("prediction_sha256") != pred.digest:
+        return False
+    before = old.get("unavailable") if isinstance(old.get("unavailable"), dict) else {}
+    optional = {m for m in wanted if METRICS[m].optional_backends}
+    same = all(before.get(m) == unavailable.get(m) for m in optional)
+    have = protocol.scorer.scored_metrics(old) | {m for m in optional if m in unavailable}
+    return same and set(wanted) <= have
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """Which cases a run and its dataset have in common; anything else makes the result partial."""
+
+    present: list  # predicted and on disk: scored
+    missing: list[str]  # in the dataset, not predicted
+    absent: list[str]  # recorded in the dataset, but its data is gone
+    unexpected: list[str]  # predicted, not a case of the dataset
+
+    @property
+    def partial(self) -> bool:
+        return bool(self.missing or self.absent or self.unexpected)
+
+    def problems(self) -> list[str]:
+        def few(ids: list[str]) -> str:
+            return ", ".join(ids[:3]) + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
+
+        out = []
+        if self.missing:
+            out.append(f"no prediction for {few(self.missing)}")
+        if self.absent:
+            out.append(f"the dataset lacks the folder of {few(self.absent)}")
+        if self.unexpected:
+            out.append(f"predictions for cases the dataset does not have: {few(self.unexpected)}")
+        return out
+
+
+def coverage(suite: Suite, run: RunLayout, run_info: dict | None, cases: list, everything: list) -> Coverage:
+    """Compare the selected ``cases`` (of ``everything`` the dataset lists) with what the run predicted."""
+    known = {k for c in everything for k in suite.keys_of(c, run_info)}
+    absent = [suite.key(c) for c in cases if not suite.on_disk(c)]
+    missing = [
+        suite.key(c)
+        for c in cases
+        if suite.key(c) not in absent and suite.read_prediction(run.root, run_info, c) is None
+    ]
+    present = [c for c in cases if suite.key(c) not in set(absent) | set(missing)]
+    return Coverage(present, missing, absent, sorted(suite.predicted(run.root, run_info) - known))
+
+
+def dataset_of(pred: str | Path) -> Path | str:
+    """The dataset a run was predicted on, from its ``run.json``: a folder, or an ``hf://`` repository (read
+    through the Hub endpoint the user configured). A usage error when it names none, or an ``http(s)`` URL:
+    a shared run must not make ``score`` contact a server the user did not name."""
+    info = read_run_info(RunLayout(Path(pred)))
+    root = (info or {}).get("dataset", {}).get("root") if isinstance((info or {}).get("dataset"), dict) else None
+    if not isinstance(root, str):
+        raise UsageError(f"{pred}/run.json names no dataset: pass --dataset")
+    if root.startswith("hf://"):
+        return root
+    if "://" in root:
+        raise UsageError(f"{pred}/run.json names the server {root[:200]}; to read it, pass --dataset {root[:200]}")
+    return Path(root)
+
+
+def recorded_options(run_info: dict | None, run: RunLayout, suite: str) -> dict:
+    """The case options that selected a run's cases (``run.json``'s ``dataset.options``, checked by the
+    declarations of ``suite``), so that scoring opens the dataset as inference did."""
+    dataset = (run_info or {}).get("dataset")
+    values = dataset.get("options", {}) if isinstance(dataset, dict) else {}
+    return recorded(suite_class(suite).option_specs, values, f"{run.run_json}: dataset.options")
+
+
+def score(
+    opts: ScoreOptions,
+    executor: Executor | None = None,
+    shard: Shard | None = None,
+    resume: bool = False,
+    allow_partial: bool = False,
+    aggregate_only: bool = False,
+    progress: bool = True,
+) -> RunResult:
+    """Score every case of the dataset that the run predicted on ``executor`` (default: serial); write per-case
+    files and aggregates. The result's ``value`` is the summary.
+
+    With ``shard``, only that shard's cases are scored and no aggregates are written (``value`` is None): run
+    ``aggregate_only`` once every shard is done. When a case fails, no aggregates are written either. Without
+    ``resume`` every selected case is scored again; with it, cases whose scores are up to date are kept.
+    Metrics not requested now but scored before for the same prediction and protocol are kept.
+    """
+    if shard is not None and aggregate_only:
+        raise UsageError("--shard scores cases; --aggregate-only then combines all shards: use them in separate calls")
+    run = RunLayout(opts.pred)
+    run_info = read_run_info(run)
+    name = opts.suite or detect(opts.dataset)
+    opts = replace(opts, suite=name, suite_options={**recorded_options(run_info, run, name), **opts.suite_options})
+    suite = opts.open_suite()
+    protocol = opts.load_protocol(suite)
+    wanted = wanted_metrics(protocol, opts.metrics)
+    check_writable(run.root / "scores")
+    fingerprint = suite.fingerprint()
+    recorded = (
+        (run_info or {}).get("dataset", {}).get("fingerprint")
+        if isinstance((run_info or {}).get("dataset"), dict)
+        else None
+    )
+    if recorded and recorded != fingerprint:
+        raise PersistbenchError(
+            f"{run.run_json}: predicted on a dataset with fingerprint {recorded[:12]}, "
+            f"but {suite.dataset_id()} has {fingerprint[:12]}; pass the dataset the run was made on"
+        )
+    everything = suite.cases()
+    if not everything:
+        raise PersistbenchError(f"{suite.dataset_id()}: no cases to score against")
+    cov = coverage(suite, run, run_info, Selection(shard=shard).apply(everything), everything)
+    if cov.partial and not allow_partial:
+        raise PersistbenchError(f"{run.root}: {'; '.join(cov.problems())}; --allow-partial scores the rest")
+    opts = replace(opts, metrics=wanted, allow_partial=allow_partial)
+    result = RunResult("score", [])
+    if not aggregate_only:
+        for name in protocol.scorer.backends_needed(protocol, wanted):  # one line before any case when one cannot run
+            check_backend(name, opts.backends)
+        now = unavailable_metrics(wanted, opts.backends) if resume else {}
+        done = (
+            {suite.key(c) for c in cov.present if _up_to_date(suite, run, protocol, wanted, run_info, c, now)}
+            if resume
+            else set()
+        )
+        keys = {(c.subset, c.case_id): suite.key(c) for c in cov.present}
+        job = Job(
+            "score",
+            functools.partial(_score_one, opts=opts, run_info=run_info, wanted=wanted),
+            run.scores_state_dir(protocol.dirname),
+        )
+        result = (executor or SerialExecutor()).run(
+            job,
+            [(c.subset, c.case_id) for c in cov.present],
+            key_of=keys.__getitem__,
+            is_done=lambda k: keys[k] in done,
+            progress=progress,
+        )
+    if shard is not None or not result.ok:
+        return result
+    results = [read_json(run.case_scores(protocol.dirname, c.subset, c.case_id)) for c in cov.present]
+    header = ScoresHeader.of(run, run_info, suite, protocol, fingerprint, results, cov)
+    result.value = write_aggregates(run, suite, protocol, header, results, _context(opts, ()))
+    return result
+
+
+@dataclass
+class ScoresHeader:
+    """What every aggregate file of a scoring says about itself (the first keys of ``results.json`` and
+    ``summary.json``); the scorer's ``summarise`` adds fields of its own (classic-v1: ``mask_source``)."""
+
+    run: str
+    model: str
+    oracle: bool
+    protocol: str
+    protocol_sha256: str
+    suite: str  # the suite and the scorer that wrote the file (how report finds them again)
+    scorer: str
+    dataset_fingerprint: str
+    partial: bool
+    missing_cases: list[str]
+    cases_missing_from_dataset: list[str]
+    unexpected_predictions: list[str]
+    scores_dir: str
+    unavailable: dict[str, str]  # metric -> why it was not computed (the least of the cases' reasons)
+    toolkit_version: str
+    problems: list[str] = field(default_factory=list)  # the coverage problems, for summary.md
+
+    @classmethod
+    def of(cls, run, run_info, suite, protocol, fingerprint, results, cov) -> ScoresHeader:
+        reasons: dict[str, set[str]] = {}
+        for r in results:
+            for m, why in (r.get("unavailable") or {}).items():
+                reasons.setdefault(m, set()).add(why)
+        return cls(
+            run=run.root.name,
+            model=(run_info or {}).get("model", suite.external_label),
+            oracle=bool((run_info or {}).get("oracle")),
+            protocol=protocol.name,
+            protocol_sha256=protocol.sha256,
+            suite=suite.name,
+            scorer=protocol.scorer.name,
+            dataset_fingerprint=fingerprint,
+            partial=cov.partial,
+            missing_cases=cov.missing,
+            cases_missing_from_dataset=cov.absent,
+            unexpected_predictions=cov.unexpected,
+            scores_dir=protocol.dirname,
+            unavailable={m: min(reasons[m]) for m in order(list(reasons))},
+            toolkit_version=__version__,
+            problems=cov.problems(),
+        )
+
+    def to_json(self) -> dict:
+        out = asdict(self)
+        out.pop("problems")
+        return out
+
+
+def write_aggregates(
+    run: RunLayout, suite: Suite, protocol: Protocol, header: ScoresHeader, results: list[dict], ctx: ScoreContext
+) -> dict:
+    """``results.json``, ``summary.json``, ``leaderboard.csv`` and ``summary.md`` from the per-case results."""
+    extra, body = protocol.scorer.summarise(suite, results, protocol, ctx)
+    head = {**header.to_json(), **extra}
+    summary = {**head, **body}
+    write_json(run.results_json(protocol.dirname), {**head, "cases": results})
+    write_json(run.summary_json(protocol.dirname), summary)
+    table, columns = protocol.scorer.tables(summary)
+    row = {
+        "run": header.run,
+        "model": header.model,
+        "oracle": header.oracle,
+        "partial": header.partial,
+        "protocol": protocol.name,
+        "protocol_sha256": protocol.sha256[:12],
+        **columns,
+    }
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(row), lineterminator="\n")
+    writer.writeheader()
+    writer.writerow(row)
+    write_text(run.leaderboard_csv(protocol.dirname), buf.getvalue())
+    lines = [f"# {header.run} ({header.model}), protocol {protocol.name} ({protocol.sha256[:12]})", ""]
+    if header.oracle:
+        lines.append("**oracle run: copies the ground truth; it checks the scorer and is not a result.**\n")
+    if header.partial:
+        lines.append(f"**partial: {'; '.join(header.problems)}; those cases were not scored.**\n")
+    for m, why in header.unavailable.items():
+        lines.append(f"**{m} unavailable: {why}**\n")
+    write_text(run.summary_md(protocol.dirname), "\n".join(lines + table) + "\n")
+    return summary

@@ -1,0 +1,93 @@
+"""The image codec: 8-bit RGB and mask files, read strictly and written deterministically."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+
+from persistbench.core.errors import PersistbenchError
+from persistbench.io.files import MAX_IMAGE_BYTES, open_regular, read_bounded, write_bytes
+
+_IMAGE_RE = re.compile(r"^(?:frame_|mask_)?(\d{4,5})\.(?:png|jpg|jpeg)$", re.IGNORECASE)
+
+
+def encode_image(image: np.ndarray, fmt: str = "png") -> bytes:
+    """Encode an RGB ``(H, W, 3)`` or gray ``(H, W)`` uint8 image; deterministic bytes."""
+    import cv2
+
+    if image.dtype != np.uint8:
+        raise ValueError(f"images are written as uint8, got {image.dtype}")
+    if image.ndim == 3:
+        image = cv2.cvtColor(image, cv2.COLOR_RGB2BGR)
+    params = [cv2.IMWRITE_PNG_COMPRESSION, 3] if fmt == "png" else [cv2.IMWRITE_JPEG_QUALITY, 95]
+    ok, buf = cv2.imencode(f".{fmt}", image, params)
+    if not ok:
+        raise ValueError(f"cannot encode image as {fmt}")
+    return buf.tobytes()
+
+
+def write_image(path: str | os.PathLike, image: np.ndarray) -> str:
+    """Write an image atomically in the format its suffix names; return the sha256."""
+    fmt = Path(path).suffix.lower().lstrip(".").replace("jpeg", "jpg")
+    return write_bytes(path, encode_image(image, fmt))
+
+
+def read_image(path: str | os.PathLike, gray: bool = False) -> np.ndarray:
+    """Read an 8-bit image as RGB ``(H, W, 3)`` or, with ``gray``, ``(H, W)`` uint8.
+
+    An RGB read refuses a file that is not 8-bit three-channel colour (a grayscale or
+    16-bit frame is a broken frame, not one to convert silently).
+    """
+    import cv2
+
+    data = np.frombuffer(read_bounded(path, MAX_IMAGE_BYTES), np.uint8)
+    image = cv2.imdecode(data, cv2.IMREAD_GRAYSCALE if gray else cv2.IMREAD_UNCHANGED) if data.size else None
+    if image is None:
+        raise PersistbenchError(f"{path}: not a readable image")
+    if gray:
+        return image
+    if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
+        channels = 1 if image.ndim == 2 else image.shape[2]
+        raise PersistbenchError(f"{path}: expected an 8-bit RGB image, found {channels} channel(s) of {image.dtype}")
+    return cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+
+
+def image_size(path: str | os.PathLike) -> tuple[int, int]:
+    """``(h, w)`` of an image from its header alone (nothing decoded), to bound untrusted files before reading."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with open_regular(path) as f, Image.open(f) as image:
+            return image.height, image.width
+    except Image.DecompressionBombError:
+        raise PersistbenchError(
+            f"{path}: larger than the decompression-bomb limit (2 x {Image.MAX_IMAGE_PIXELS} pixels); refused unread"
+        ) from None
+    except (OSError, UnidentifiedImageError, ValueError) as e:
+        raise PersistbenchError(f"{path}: not a readable image ({e})") from None
+
+
+def list_images(directory: str | os.PathLike) -> list[Path]:
+    """Frame or mask files of a directory in lexicographic order.
+
+    Accepts 4- or 5-digit numbering, with or without the ``frame_``/``mask_``
+    prefix, PNG or JPG. A missing directory gives an empty list.
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    return sorted(p for p in directory.iterdir() if _IMAGE_RE.match(p.name))
+
+
+def resize_images(images: np.ndarray, size: tuple[int, int], nearest: bool = False) -> np.ndarray:
+    """``(N, h, w, ...)`` uint8 images resized to ``size`` = ``(h, w)`` with PIL (bilinear with its
+    antialiasing, or nearest); returned unchanged when already that size."""
+    from PIL import Image
+
+    if images.shape[1:3] == tuple(size):
+        return images
+    mode = Image.NEAREST if nearest else Image.BILINEAR
+    return np.stack([np.asarray(Image.fromarray(i).resize((size[1], size[0]), mode)) for i in images])

@@ -1,0 +1,154 @@
+"""Metrics on pairs of frames of one generated video (R2M-Bench's families), as pure functions on arrays.
+
+A video's frames are decoded once; what a metric needs of a single frame (SIFT keypoints and
+descriptors) is computed once per frame and shared by every pair that uses the frame. Frames are
+``(H, W, 3)`` uint8 RGB.
+
+Definitions (docs/metrics.md, "R2M-Bench"):
+
+* :func:`psnr` — data range 255 over all pixels and channels, capped at ``cap`` dB (identical frames
+  give ``cap``, never inf);
+* :func:`ssim` — scikit-image's ``structural_similarity`` defaults: 7 x 7 uniform window, sample
+  covariance, data range 255, the border of half a window cropped, mean over channels;
+* :func:`sift_ratios` — SIFT, Lowe's ratio test and a RANSAC fundamental matrix; *not* upstream's
+  SuperPoint + LightGlue numbers (:func:`match_ratios` gives those from LightGlue's matches);
+* :func:`cosine`, :func:`detected`, :func:`object_score` — the arithmetic of the model-based
+  families on descriptors and masks the backends produce (``pair_video.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+def psnr(a: np.ndarray, b: np.ndarray, cap: float = 100.0) -> float:
+    """PSNR in dB of two uint8 frames (data range 255), capped at ``cap``."""
+    mse = float(np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2))
+    return cap if mse <= 255.0**2 * 10 ** (-cap / 10) else min(cap, 10 * np.log10(255.0**2 / mse))
+
+
+def _box(a: np.ndarray, window: int) -> np.ndarray:
+    import cv2
+
+    return cv2.boxFilter(a, cv2.CV_64F, (window, window), normalize=True, borderType=cv2.BORDER_REFLECT)
+
+
+def ssim(a: np.ndarray, b: np.ndarray, window: int = 7, data_range: float = 255.0, k1=0.01, k2=0.03) -> float:
+    """scikit-image's default ``structural_similarity(a, b, channel_axis=-1, data_range=255)`` of two frames:
+    uniform ``window`` x ``window`` means (reflected borders), sample covariance, the border of half a
+    window cropped, the mean over pixels and channels."""
+    x, y = a.astype(np.float64), b.astype(np.float64)
+    n = window * window
+    norm = n / (n - 1)  # sample covariance
+    ux, uy = _box(x, window), _box(y, window)
+    uxx, uyy, uxy = ux * ux, uy * uy, ux * uy
+    vx = norm * (_box(x * x, window) - uxx)
+    vy = norm * (_box(y * y, window) - uyy)
+    vxy = norm * (_box(x * y, window) - uxy)
+    c1, c2 = (k1 * data_range) ** 2, (k2 * data_range) ** 2
+    s = ((2 * uxy + c1) * (2 * vxy + c2)) / ((uxx + uyy + c1) * (vx + vy + c2))
+    pad = (window - 1) // 2
+    return float(s[pad : s.shape[0] - pad, pad : s.shape[1] - pad].mean())
+
+
+@dataclass
+class SiftFrame:
+    """SIFT keypoint positions ``(N, 2)`` and descriptors ``(N, 128)`` float32 of one frame."""
+
+    points: np.ndarray
+    descriptors: np.ndarray = field(repr=False)
+
+
+def sift_frame(frame: np.ndarray, max_features: int = 0) -> SiftFrame:
+    """SIFT on the frame's luma (OpenCV's defaults; ``max_features`` 0: all)."""
+    import cv2
+
+    gray = cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY)
+    keypoints, desc = cv2.SIFT_create(nfeatures=max_features).detectAndCompute(gray, None)
+    points = np.array([k.pt for k in keypoints], np.float32).reshape(-1, 2)
+    return SiftFrame(points, desc if desc is not None else np.zeros((0, 128), np.float32))
+
+
+def sift_ratios(a: SiftFrame, b: SiftFrame, ratio: float = 0.75, ransac_px: float = 3.0, confidence: float = 0.99):
+    """``(match ratio, inlier ratio)`` of two frames' SIFT features.
+
+    Matches pass Lowe's ratio test (nearest / second nearest distance < ``ratio``); match ratio =
+    matches / min(keypoints of a, keypoints of b); inlier ratio = inliers of a RANSAC fundamental
+    matrix (``ransac_px`` pixels, ``confidence``) / matches. Both are 0 below 8 matches (no
+    fundamental matrix can be fitted); the inlier ratio is 0 when RANSAC finds no matrix.
+    """
+    import cv2
+
+    if len(a.points) < 2 or len(b.points) < 2:
+        return 0.0, 0.0
+    pairs = cv2.BFMatcher(cv2.NORM_L2).knnMatch(a.descriptors, b.descriptors, k=2)
+    good = [m for m, n in (p for p in pairs if len(p) == 2) if m.distance < ratio * n.distance]
+    if len(good) < 8:
+        return 0.0, 0.0
+    pa = a.points[[m.queryIdx for m in good]]
+    pb = b.points[[m.trainIdx for m in good]]
+    return match_ratios(len(a.points), len(b.points), pa, pb, ransac_px, confidence)
+
+
+def match_ratios(
+    keypoints_a: int, keypoints_b: int, pa: np.ndarray, pb: np.ndarray, ransac_px: float, confidence: float
+) -> tuple[float, float]:
+    """``(match ratio, inlier ratio)`` of ``M`` matches ``pa[i] <-> pb[i]`` (``(M, 2)`` pixels) between frames
+    with ``keypoints_a`` and ``keypoints_b`` keypoints: matches / min(keypoints), and the inliers of a RANSAC
+    fundamental matrix (``ransac_px``, ``confidence``) / matches. Both 0 below 8 matches; the inlier
+    ratio 0 when RANSAC finds no matrix."""
+    import cv2
+
+    if len(pa) < 8 or min(keypoints_a, keypoints_b) == 0:
+        return 0.0, 0.0
+    pa, pb = np.asarray(pa, np.float32), np.asarray(pb, np.float32)
+    f, inliers = cv2.findFundamentalMat(pa, pb, cv2.FM_RANSAC, ransac_px, confidence)
+    # No model (degenerate points, e.g. SIFT's duplicated keypoints): no inliers. OpenCV then leaves
+    # the mask uninitialised, so it must not be read.
+    n_in = int(np.count_nonzero(inliers)) if f is not None and inliers is not None else 0
+    return len(pa) / min(keypoints_a, keypoints_b), n_in / len(pa)
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    """The cosine similarity of two descriptors (float64; 0 when either is zero)."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    norm = np.linalg.norm(a) * np.linalg.norm(b)
+    return float(a @ b / norm) if norm > 0 else 0.0
+
+
+def point_grid(height: int, width: int, n: int) -> np.ndarray:
+    """``(n * n, 2)`` ``(x, y)`` pixel centres of an ``n`` x ``n`` grid of cells over a frame, row by row."""
+    centres = (np.arange(n) + 0.5) / n
+    return np.array([(x * width, y * height) for y in centres for x in centres], np.float64)
+
+
+def detected(masks: np.ndarray, min_area: float, max_area: float, overlap: float) -> list[int]:
+    """Which of ``K`` candidate masks ``(K, H, W)`` are objects: covering ``[min_area, max_area]`` of the
+    frame, and overlapping no earlier kept one by an IoU above ``overlap`` (in candidate order)."""
+    kept: list[int] = []
+    area = masks.reshape(len(masks), -1).mean(axis=1)
+    for k in range(len(masks)):
+        if not min_area <= area[k] <= max_area:
+            continue
+        if all(
+            np.logical_and(masks[k], masks[j]).sum() <= overlap * np.logical_or(masks[k], masks[j]).sum() for j in kept
+        ):
+            kept.append(k)
+    return kept
+
+
+def object_score(
+    features_a: np.ndarray, features_b: np.ndarray, masks_a: np.ndarray, masks_b: np.ndarray
+) -> float | None:
+    """The mean over objects of the cosine of their pooled patch features in the two frames (0 for an object
+    not found in ``b``): ``features_*`` ``(gh, gw, C)``, ``masks_*`` ``(K, H, W)`` bool. None without objects."""
+    from persistbench.metrics.paper import pooled
+
+    if not len(masks_a):
+        return None
+    scores = [
+        float(pooled(features_a, ma) @ pooled(features_b, mb)) if mb.any() else 0.0 for ma, mb in zip(masks_a, masks_b)
+    ]
+    return float(np.mean(scores))

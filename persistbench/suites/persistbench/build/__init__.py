@@ -1,0 +1,1 @@
+"""PersistBench's rebuild from YouTube: recipes -> sources (yt-dlp) -> reconstruct -> download (the loop)."""

@@ -1,0 +1,282 @@
+"""Source clips: yt-dlp downloads of only the time range a case needs, and their cache.
+
+A cache entry is keyed by source id, time range and format selector, and is
+shared by every case that needs the same clip. An entry exists only once
+the download has been decoded end to end and covers the range: downloads go
+to a temporary directory and are renamed into place after that check, so an
+interrupted or truncated download is never taken for a complete one. A
+per-entry file lock lets parallel workers and shards share the cache.
+
+This module does not reproject.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import time
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path
+
+from persistbench.core.errors import PersistbenchError
+from persistbench.io.files import file_lock, write_json
+from persistbench.io.names import child, remove_tree
+from persistbench.io.programs import js_runtime
+from persistbench.io.video import decode_with_pts, ffmpeg_exe, probe
+from persistbench.suites.persistbench.build.recipes import Recipe
+from persistbench.suites.persistbench.layout import CacheLayout
+
+VIDEO_SUFFIXES = (".mp4", ".mkv", ".webm", ".mov")
+YOUTUBE_HOSTS = ("youtube.com", "youtu.be", "youtube-nocookie.com")
+# yt-dlp messages that no retry will cure.
+_PERMANENT = re.compile(
+    r"HTTP Error 4(?:0[0-4]|10|51)|Video unavailable|Private video|not available|removed|"
+    r"Unsupported URL|No such file|members-only|Sign in to confirm your age|copyright|terminated",
+    re.IGNORECASE,
+)
+
+
+class SourceUnavailable(PersistbenchError):
+    """The source cannot be had (404, private, removed, not in --sources-dir): no retry helps."""
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """How sources are obtained.
+
+    Attributes:
+        cache: cache directory for downloaded ranges.
+        sources_dir: directory of already-downloaded full clips named ``<source id>.<ext>``;
+            when given, nothing is downloaded.
+        retries: further attempts after a transient failure.
+        backoff: seconds before the first retry; doubles each time.
+        pad: seconds of source kept before and after the frames a case needs.
+        cookies: a cookies.txt file for yt-dlp; proxy: a proxy URL for yt-dlp.
+        progress: show a per-source download bar on stderr.
+    """
+
+    cache: Path
+    sources_dir: Path | None = None
+    retries: int = 3
+    backoff: float = 1.0
+    pad: float = 1.0
+    cookies: str | None = None
+    proxy: str | None = None
+    progress: bool = False
+
+
+def is_youtube(url: str) -> bool:
+    host = (urllib.parse.urlparse(url).hostname or "").lower()
+    return any(host == h or host.endswith("." + h) for h in YOUTUBE_HOSTS)
+
+
+def require_js_runtime() -> None:
+    """Fail early, saying what to install, when YouTube extraction is impossible here."""
+    if js_runtime() is None:
+        raise PersistbenchError(
+            "YouTube sources need a JavaScript runtime for yt-dlp: install deno (https://deno.com) "
+            "or Node.js >= 22 and put it on PATH, or pass --sources-dir with the clips"
+        )
+
+
+def needed_range(recipe: Recipe, pad: float) -> tuple[float, float]:
+    """Seconds ``(t0, t1)`` of the source a case needs, padded by ``pad`` on both sides."""
+    s = recipe.source
+    return max(0.0, s.start - pad), s.start + (s.n_frames - 1) / s.fps + pad
+
+
+def ranged(url: str) -> bool:
+    """Whether only a time range is downloaded. ``file://`` sources are local: yt-dlp
+    copies them whole, since its ffmpeg range downloader does not take file URLs."""
+    return not url.lower().startswith("file:")
+
+
+def cache_stem(recipe: Recipe, opts: SourceOptions) -> Path:
+    """Cache entry path without suffix: ``<cache>/<source id>/<t0>-<t1>_h<height>`` (``full_h...`` unranged)."""
+    t0, t1 = needed_range(recipe, opts.pad)
+    span = f"{t0:.3f}-{t1:.3f}" if ranged(recipe.source.url) else "full"
+    return CacheLayout(opts.cache).clip_stem(recipe.source.id, span, recipe.source.height)
+
+
+def cached_clip(recipe: Recipe, opts: SourceOptions) -> Path | None:
+    """The cache entry for ``recipe``'s clip, if it is complete."""
+    return _existing(cache_stem(recipe, opts))
+
+
+def _existing(stem: Path) -> Path | None:
+    hits = [p for p in sorted(glob.glob(glob.escape(str(stem)) + ".*")) if Path(p).suffix in VIDEO_SUFFIXES]
+    return Path(hits[0]) if hits else None
+
+
+def check_clip(path: Path, t0: float, t1: float, tolerance: float) -> None:
+    """Decode a clip end to end; it must cover ``[t0, t1]`` seconds within ``tolerance``.
+
+    Raises:
+        PersistbenchError: naming the file, when it does not decode or falls short.
+    """
+    first = last = None
+    for t, _ in decode_with_pts(path):
+        first = t if first is None else first
+        last = t
+    if first is None:
+        raise PersistbenchError(f"{path}: no video frames (empty or truncated download)")
+    if first > t0 + tolerance or last < t1 - tolerance:
+        raise PersistbenchError(f"{path}: covers {first:.3f}-{last:.3f} s, needs {t0:.3f}-{t1:.3f} s (truncated?)")
+
+
+def local_clip(recipe: Recipe, sources_dir: Path) -> Path:
+    """The clip for ``recipe`` in ``sources_dir``, named ``<source id>.<ext>``."""
+    hit = _existing(child(sources_dir, recipe.source.id))
+    if hit is None:
+        raise SourceUnavailable(f"{recipe.case_id}: no clip named {recipe.source.id}.* in {sources_dir}")
+    return hit
+
+
+class _Log:
+    """Collects yt-dlp's messages instead of printing them."""
+
+    def __init__(self) -> None:
+        self.errors: list[str] = []
+
+    def debug(self, msg: str) -> None:
+        pass
+
+    def info(self, msg: str) -> None:
+        pass
+
+    def warning(self, msg: str) -> None:
+        pass
+
+    def error(self, msg: str) -> None:
+        self.errors.append(msg)
+
+
+def _ydl_options(recipe: Recipe, opts: SourceOptions, out_dir: Path, t0: float, t1: float, log: _Log, hooks: list):
+    import yt_dlp
+
+    height = recipe.source.height
+    params = {
+        # Video only, the best format not above the recipe's source resolution.
+        "format": f"bv[height<=?{height}]/bv*[height<=?{height}]/b[height<=?{height}]",
+        "outtmpl": str(out_dir / "clip.%(ext)s"),
+        "ffmpeg_location": ffmpeg_exe(),
+        "enable_file_urls": True,
+        "noplaylist": True,
+        "quiet": True,
+        "no_warnings": True,
+        "noprogress": True,
+        "logger": log,
+        "progress_hooks": hooks,
+        "retries": 2,
+        "socket_timeout": 30,
+        "cachedir": False,
+        "overwrites": True,
+        "continuedl": False,
+    }
+    if opts.cookies:
+        params["cookiefile"] = opts.cookies
+    if opts.proxy:
+        params["proxy"] = opts.proxy
+    if ranged(recipe.source.url):
+        params["download_ranges"] = yt_dlp.utils.download_range_func(None, [(t0, t1)])
+        # Keep the source's timestamps: frames are located by presentation time,
+        # and a cut that starts at an earlier keyframe than asked must not shift them.
+        params["external_downloader_args"] = {"ffmpeg_i": ["-copyts"]}
+    runtime = js_runtime()
+    if runtime:
+        params["js_runtimes"] = {runtime[0]: {"path": runtime[1]}}
+    return params
+
+
+def _download_once(recipe: Recipe, opts: SourceOptions, tmp: Path, t0: float, t1: float) -> Path:
+    import yt_dlp
+    from yt_dlp.postprocessor.ffmpeg import FFmpegPostProcessor
+
+    # yt-dlp's FFmpegFD.available() ignores the ffmpeg_location parameter and
+    # reads this context variable (as yt-dlp's own CLI sets it).
+    FFmpegPostProcessor._ffmpeg_location.set(ffmpeg_exe())
+    log = _Log()
+    hooks = []
+    bar = None
+    if opts.progress:
+        from tqdm import tqdm
+
+        bar = tqdm(desc=f"  {recipe.source.id}", unit="B", unit_scale=True, leave=False)
+
+        def hook(d: dict) -> None:
+            if d.get("downloaded_bytes") is not None:
+                bar.total = d.get("total_bytes") or d.get("total_bytes_estimate") or bar.total
+                bar.n = d["downloaded_bytes"]
+                bar.refresh()
+
+        hooks.append(hook)
+    try:
+        with yt_dlp.YoutubeDL(_ydl_options(recipe, opts, tmp, t0, t1, log, hooks)) as ydl:
+            ydl.extract_info(recipe.source.url, download=True)
+    except yt_dlp.utils.DownloadError as e:
+        message = (log.errors[-1] if log.errors else str(e)).replace("ERROR: ", "")
+        message = re.sub(r"\s*\(caused by .*$", "", message, flags=re.S).strip()
+        if _PERMANENT.search(message):
+            raise SourceUnavailable(f"{recipe.case_id}: source {recipe.source.url} unavailable: {message}") from None
+        raise PersistbenchError(f"{recipe.case_id}: download of {recipe.source.url} failed: {message}") from None
+    finally:
+        if bar is not None:
+            bar.close()
+    clips = [p for p in sorted(tmp.iterdir()) if p.suffix in VIDEO_SUFFIXES and p.stem == "clip"]
+    if not clips:
+        raise PersistbenchError(f"{recipe.case_id}: download of {recipe.source.url} produced no file")
+    return clips[0]
+
+
+def fetch(recipe: Recipe, opts: SourceOptions) -> Path:
+    """A decoded-and-checked clip holding the frames ``recipe`` needs.
+
+    From ``opts.sources_dir`` when given, else from the cache, else downloaded
+    with yt-dlp (time range only) with retries and backoff.
+
+    Raises:
+        SourceUnavailable: the source cannot be had.
+        PersistbenchError: the download kept failing or is not a usable video.
+    """
+    if opts.sources_dir is not None:
+        return local_clip(recipe, opts.sources_dir)
+    stem = cache_stem(recipe, opts)
+    hit = _existing(stem)
+    if hit is not None:
+        return hit
+    t0, t1 = needed_range(recipe, opts.pad)
+    # Inner frames must be there; the padding may be cut short at the ends of a video.
+    times = recipe.frame_times()
+    first, last = times[0], times[-1]
+    with file_lock(stem.parent / f".{stem.name}.lock"):
+        hit = _existing(stem)
+        if hit is not None:
+            return hit
+        for attempt in range(opts.retries + 1):
+            tmp = stem.parent / f".tmp-{stem.name}-{os.getpid()}"
+            remove_tree(opts.cache, tmp)
+            tmp.mkdir(parents=True)
+            try:
+                clip = _download_once(recipe, opts, tmp, t0, t1)
+                try:
+                    check_clip(clip, first, last, tolerance=0.5 / max(probe(clip)["fps"], 1e-3) + 1e-3)
+                except PersistbenchError as e:
+                    reason = str(e).split(": ", 1)[-1]  # drop the temporary path
+                    raise PersistbenchError(
+                        f"{recipe.case_id}: download of {recipe.source.url} is not a complete video: {reason}"
+                    ) from None
+                final = stem.parent / (stem.name + clip.suffix)
+                os.replace(clip, final)
+                write_json(stem.parent / (stem.name + ".json"), {"url": recipe.source.url, "range": [t0, t1]})
+                return final
+            except SourceUnavailable:
+                raise
+            except PersistbenchError:
+                if attempt == opts.retries:
+                    raise
+                time.sleep(opts.backoff * 2**attempt)
+            finally:
+                remove_tree(opts.cache, tmp)
+    raise AssertionError("unreachable")

@@ -1,0 +1,161 @@
+"""PersistBench's own commands: ``download`` (the rebuild from YouTube) and ``pack`` (the sharded
+distribution), registered in :data:`persistbench.core.suites.BUILTIN_COMMANDS`."""
+
+from __future__ import annotations
+
+import click
+
+from persistbench.cli.options import (
+    AGGREGATE_ONLY,
+    LIMIT,
+    NO_PROGRESS,
+    SUBSET,
+    executor_options,
+    finish,
+    output_option,
+    shard_option,
+)
+from persistbench.core.layout import DEFAULT_CACHE
+
+
+@click.command()
+@click.option(
+    "--recipes",
+    default=None,
+    help="Recipes: a path, an http(s):// URL or hf://OWNER/REPO/PATH[@REV]. Default: the bundled sample.",
+)
+@output_option("Dataset root.", default="reconstructed")
+@click.option(
+    "--cache", default=DEFAULT_CACHE, show_default=True, type=click.Path(file_okay=False), help="Source clip cache."
+)
+@LIMIT
+@SUBSET
+@executor_options
+@shard_option()
+@AGGREGATE_ONLY
+@click.option("--frame-format", type=click.Choice(["png", "jpg"]), default="png", show_default=True)
+@click.option("--download-only", is_flag=True, help="Fetch the source clips into the cache; reconstruct nothing.")
+@click.option("--dry-run", is_flag=True, help="Print what would be done and exit.")
+@click.option(
+    "--retries", type=click.IntRange(0), default=3, show_default=True, help="Retries after a transient download error."
+)
+@click.option("--cookies", type=click.Path(dir_okay=False, exists=True), default=None, help="cookies.txt for yt-dlp.")
+@click.option("--proxy", default=None, help="Proxy URL for yt-dlp.")
+@click.option(
+    "--sources-dir",
+    type=click.Path(file_okay=False, exists=True),
+    default=None,
+    help="Already-downloaded clips named <source id>.<ext>; nothing is downloaded.",
+)
+@click.option("--accept-changed-sources", is_flag=True, help="Reconstruct even when a source's fingerprint differs.")
+@NO_PROGRESS
+def download(
+    recipes,
+    output,
+    cache,
+    limit,
+    subset,
+    executor,
+    shard,
+    aggregate_only,
+    frame_format,
+    download_only,
+    dry_run,
+    retries,
+    cookies,
+    proxy,
+    sources_dir,
+    accept_changed_sources,
+    no_progress,
+) -> None:
+    """Rebuild the benchmark: fetch each case's source range with yt-dlp and reproject it.
+
+    \b
+    Examples:
+      persistbench download --limit 5                 # bundled sample, no network
+      persistbench download --recipes hf://OWNER/REPO/recipes.jsonl --workers 2
+      persistbench download --recipes recipes.jsonl --shard 0/4 --cookies cookies.txt
+      persistbench download --recipes recipes.jsonl --executor ray --ray-address auto
+    """
+    from pathlib import Path
+
+    from persistbench.executors import Selection
+    from persistbench.suites.persistbench.build.download import DownloadOptions, aggregate, resolve_recipes
+    from persistbench.suites.persistbench.build.download import download as run_download
+    from persistbench.suites.persistbench.build.download import dry_run as plan_lines
+    from persistbench.suites.persistbench.build.sources import SourceOptions
+
+    if shard is not None and aggregate_only:
+        raise click.UsageError(
+            "--shard runs cases; --aggregate-only then combines all shards: use them in separate calls"
+        )
+
+    source = resolve_recipes(recipes, Path(cache))
+    if source.spec == "bundled":
+        click.echo(f"using the bundled sample recipes (no --recipes given): {source.path}")
+    src_opts = SourceOptions(
+        cache=Path(cache),
+        sources_dir=Path(sources_dir) if sources_dir else None,
+        retries=retries,
+        cookies=cookies,
+        proxy=proxy,
+        progress=not no_progress and executor.resolved == "serial",
+    )
+    opts = DownloadOptions(
+        output=Path(output),
+        sources=src_opts,
+        selection=Selection(limit, subset, shard),
+        frame_format=frame_format,
+        download_only=download_only,
+        accept_changed_sources=accept_changed_sources,
+        progress=not no_progress,
+    )
+    if dry_run:
+        click.echo("\n".join(plan_lines(source, opts)))
+        return
+    if aggregate_only:
+        result = aggregate(source, opts)
+    else:
+        with executor.build() as ex:
+            result = run_download(source, opts, ex)
+    if finish(result, shard, "persistbench download ...the same options, without --shard...") and not download_only:
+        click.echo(f"dataset: {output}")
+
+
+@click.command()
+@click.argument("root", type=click.Path(file_okay=False, exists=True))
+@output_option("A new directory for the distribution.")
+@click.option(
+    "--shard-size", default="1.2GB", show_default=True, help="Target bytes per tar shard (pairs are never split)."
+)
+@click.option(
+    "--samples", type=click.IntRange(0), default=4, show_default=True, help="Pairs also kept unarchived in samples/."
+)
+@click.option(
+    "--date", default=None, metavar="YYYY-MM-DD", help="Publication date for croissant.json (default: left out)."
+)
+@executor_options
+@shard_option("Encode every N-th pair from the K-th (staged beside --output); then --aggregate-only.")
+@AGGREGATE_ONLY
+@NO_PROGRESS
+def pack(root, output, shard_size, samples, date, executor, shard, aggregate_only, no_progress) -> None:
+    """Pack a reconstructed dataset as the sharded distribution (tar shards, checksums, index, Croissant).
+
+    \b
+    Example:
+      persistbench pack reconstructed --output dist --shard-size 1.2GB
+    """
+    from pathlib import Path
+
+    from persistbench.io.files import check_writable
+    from persistbench.suites.persistbench.dist.pack import pack as run_pack
+    from persistbench.suites.persistbench.dist.pack import parse_size
+
+    check_writable(Path(output).absolute().parent)
+    with executor.build() as ex:
+        result = run_pack(
+            root, output, parse_size(shard_size), samples, date, ex, shard, aggregate_only, progress=not no_progress
+        )
+    if finish(result, shard, f"persistbench pack {root} --output {output}"):
+        dist = result.value
+        click.echo(f"packed {root} into {dist.root}: {len(list(dist.shards_dir.glob('shard-*.tar')))} shard(s)")

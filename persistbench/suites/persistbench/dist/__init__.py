@@ -1,0 +1,1 @@
+"""PersistBench's sharded distribution: pack, its Croissant metadata, fetch."""
