@@ -63,6 +63,11 @@ SLOW_TESTS = {  # slow without a slow fixture: whole chains through the command 
     "test_doctor_checks_the_judge_endpoint",
     "test_scores_are_identical_from_disk_over_http_and_after_fetch",
     "test_the_hub_through_huggingface_hubs_file_system",
+    "test_bundled_sample_offline_and_checksums",
+    "test_a_local_ray_removes_its_session_folder",
+    "test_doctor_does_not_call_missing_pieces_ready",
+    "test_fingerprint_refuses_another_sample_clip_and_accepts_reencodes",
+    "test_a_slow_drip_server_is_cut_at_the_timeout",
 }
 
 
