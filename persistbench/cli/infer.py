@@ -16,6 +16,7 @@ from persistbench.cli.options import (
     dataset_option,
     executor_options,
     finish,
+    json_file_option,
     output_option,
     resume_option,
     shard_option,
@@ -35,12 +36,7 @@ from persistbench.core.errors import PersistbenchError
 @SUITE
 @SUITE_OPTION
 @output_option("Run directory, e.g. runs/NAME.")
-@click.option(
-    "--model-config",
-    type=click.Path(dir_okay=False, exists=True),
-    default=None,
-    help="JSON object of keyword arguments for the model's constructor.",
-)
+@json_file_option("--model-config", "model_config", "JSON object of keyword arguments for the model's constructor.")
 @DEVICE
 @LIMIT
 @SUBSET

@@ -75,6 +75,11 @@ def _dataset_root(ctx, param, value):
     return Path(value)
 
 
+def json_file_option(name: str, dest: str, help: str):
+    """An option naming a JSON file that exists (its content is read, strictly, by the command)."""
+    return click.option(name, dest, type=click.Path(dir_okay=False, exists=True), default=None, help=help)
+
+
 def dataset_option(
     required: bool = True, help: str = "Dataset root (WROP: a folder, http(s):// URL or hf://datasets/<repo>[@rev])."
 ):

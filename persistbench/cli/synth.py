@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import click
 
-from persistbench.cli.options import SUITE, SUITE_OPTION, SuiteCommand, output_option, suite_options
+from persistbench.cli.options import SUITE, SUITE_OPTION, SuiteCommand, json_file_option, output_option, suite_options
 
 
 @click.command(cls=SuiteCommand)
 @output_option("Output directory.")
-@click.option(
+@json_file_option(
     "--config",
     "config_file",
-    type=click.Path(dir_okay=False, exists=True),
-    default=None,
-    help="JSON of the suite's synth configuration (e.g. configs/sample.json); options given here override it.",
+    "JSON of the suite's synth configuration (e.g. configs/sample.json); options given here override it.",
 )
 @SUITE
 @SUITE_OPTION

@@ -227,18 +227,11 @@ def _state(v: PairVideo, pairs, p: dict) -> list[float | None]:
     return v.state_scores(pairs, p)
 
 
-def _model_pair(name: str, family: str, value_range, function, params: str, backend_keys, extras) -> PairMetric:
-    """An R2M-Bench pair metric computed by model backends (optional extras)."""
-    needs = frozenset({"pair", "weights", *(f"extra:{e}" for e in extras)})
+def _model_pair(*, extras: tuple[str, ...], **spec) -> PairMetric:
+    """An R2M-Bench pair metric computed by model backends (``extras``: the optional extras they need);
+    higher is better."""
     return PairMetric(
-        name=name,
-        family=family,
-        higher_is_better=True,
-        value_range=value_range,
-        function=function,
-        params=params,
-        needs=needs,
-        backend_keys=backend_keys,
+        higher_is_better=True, needs=frozenset({"pair", "weights", *(f"extra:{e}" for e in extras)}), **spec
     )
 
 
@@ -346,29 +339,67 @@ METRICS: dict[str, MetricSpec] = {
             needs=_PAIR,
         ),
         _model_pair(
-            "lightglue_match_ratio", "geometric", (0.0, 1.0), _lightglue_match, "lightglue", ("backend",), ["vision"]
+            name="lightglue_match_ratio",
+            family="geometric",
+            value_range=(0.0, 1.0),
+            function=_lightglue_match,
+            params="lightglue",
+            backend_keys=("backend",),
+            extras=("vision",),
         ),
         _model_pair(
-            "lightglue_inlier_ratio", "geometric", (0.0, 1.0), _lightglue_inlier, "lightglue", ("backend",), ["vision"]
+            name="lightglue_inlier_ratio",
+            family="geometric",
+            value_range=(0.0, 1.0),
+            function=_lightglue_inlier,
+            params="lightglue",
+            backend_keys=("backend",),
+            extras=("vision",),
         ),
         _model_pair(
-            "scene_identity", "scene_identity", (-1.0, 1.0), _scene_identity, "scene_identity", ("backend",), ["vision"]
-        ),
-        _model_pair("scene_identity_boq", "scene_identity", (-1.0, 1.0), _place, "boq", ("backend",), ["vision"]),
-        _model_pair(
-            "scene_identity_mutualvpr", "scene_identity", (-1.0, 1.0), _place, "mutualvpr", ("backend",), ["vision"]
-        ),
-        _model_pair(
-            "object_consistency",
-            "object",
-            (-1.0, 1.0),
-            _object,
-            "object_consistency",
-            ("segmenter", "features"),
-            ["vision"],
+            name="scene_identity",
+            family="scene_identity",
+            value_range=(-1.0, 1.0),
+            function=_scene_identity,
+            params="scene_identity",
+            backend_keys=("backend",),
+            extras=("vision",),
         ),
         _model_pair(
-            "persistent_state", "persistent_state", (1.0, 5.0), _state, "persistent_state", ("backend",), ["judge"]
+            name="scene_identity_boq",
+            family="scene_identity",
+            value_range=(-1.0, 1.0),
+            function=_place,
+            params="boq",
+            backend_keys=("backend",),
+            extras=("vision",),
+        ),
+        _model_pair(
+            name="scene_identity_mutualvpr",
+            family="scene_identity",
+            value_range=(-1.0, 1.0),
+            function=_place,
+            params="mutualvpr",
+            backend_keys=("backend",),
+            extras=("vision",),
+        ),
+        _model_pair(
+            name="object_consistency",
+            family="object",
+            value_range=(-1.0, 1.0),
+            function=_object,
+            params="object_consistency",
+            backend_keys=("segmenter", "features"),
+            extras=("vision",),
+        ),
+        _model_pair(
+            name="persistent_state",
+            family="persistent_state",
+            value_range=(1.0, 5.0),
+            function=_state,
+            params="persistent_state",
+            backend_keys=("backend",),
+            extras=("judge",),
         ),
         TrackedMetric(
             name="object_permanence",
