@@ -141,3 +141,34 @@ def test_bad_public_records_name_the_file(sample_ds, tmp_path, edit, message):
     result = score(run, sample_ds)
     assert result.exit_code == 1 and message in result.output, result.output
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("info", "expected"),
+    [
+        ({"preprocessing": {"eval_length": 16, "eval_reso": [192, 256]}}, (16, (192, 256), None)),
+        ({"eval_length": -1, "case_ids": ["dynamic__A_b_0_obj_1"]}, (-1, (-1, -1), ("dynamic__A_b_0_obj_1",))),
+        ({"model": "ours"}, None),  # our own run.json: not the public toolkit's
+    ],
+)
+def test_the_public_run_record_is_read_as_the_toolkit_writes_it(info, expected):
+    from persistbench.suites.persistbench.predictions import PublicRun
+
+    got = PublicRun.from_run_info(info, Path("run.json"))
+    assert (None if got is None else (got.eval_length, got.eval_reso, got.case_ids)) == expected
+
+
+@pytest.mark.parametrize(
+    ("info", "message"),
+    [
+        ({"eval_length": 0}, "eval_length must be -1 or a positive integer"),
+        ({"eval_length": 8, "eval_reso": [0, 256]}, "eval_reso must be -1 or"),
+        ({"eval_length": 8, "case_ids": ["../x"]}, "run.json: case_ids"),
+    ],
+)
+def test_a_bad_public_run_record_is_refused_by_name(info, message):
+    from persistbench.core.errors import PersistbenchError
+    from persistbench.suites.persistbench.predictions import PublicRun
+
+    with pytest.raises(PersistbenchError, match=message):
+        PublicRun.from_run_info(info, Path("run.json"))
