@@ -94,23 +94,29 @@ def test_a_still_tail_is_trimmed_and_a_still_trajectory_is_not():
     assert upstream_pairs._moving_length(np.array([programme("DDDAAA")[0]] * 50)) == 50
 
 
-def test_revisit_pairs_follow_the_rules(trajectory):
+@pytest.mark.parametrize("n_video", [None, 481, 400, 121])
+def test_revisit_pairs_follow_the_rules(trajectory, n_video):
+    """For a video of ``n_video`` frames (None: the trajectory's 481), as upstream samples for its representative
+    video: everything below ``min(n_video, n_pose)``, the gap at least a fifth of that."""
     name, traj = trajectory
-    lists, info = upstream_pairs.sample(traj.poses, PARAMS)
+    lists, info = upstream_pairs.sample(traj.poses, PARAMS, n_video)
     revisit = lists["revisit"]
     candidates, n_pose, (angle_tol, trans_tol) = upstream_pairs.revisit_candidates(traj.poses)
-    assert n_pose == 481 and info["min_gap"] == int(481 * 0.2) == 96
+    n = min(n_video or 481, n_pose)
+    assert n_pose == 481 and info["n_effective"] == n and info["min_gap"] == int(n * 0.2)
     fp = upstream_pairs._frame_poses(traj.poses)
     for a, b in candidates:  # every candidate is within both tolerances and at least 10 frames apart
         assert b - a >= 10
         assert math.dist(fp[a][1], fp[b][1]) <= trans_tol
         assert upstream_pairs._circular(fp[a][0], fp[b][0]) <= angle_tol
-    kept = [(a, b) for a, b in candidates if b - a >= 96]
+    kept = [(a, b) for a, b in candidates if a < n and b < n and b - a >= int(n * 0.2)]
     if len(kept) > 100:  # drawn by Random(42).sample, in draw order
         assert revisit == random.Random(42).sample(kept, 100)
     else:
         assert revisit == kept and revisit == sorted(revisit, key=lambda p: (p[1], p[0]))
-    assert revisit, name  # each programme comes back to where it was
+    if n_video in (None, 481):
+        assert revisit, name  # each programme comes back to where it was
+    assert all(f < n for kind in ("revisit", "baseline", "short") for p in lists[kind] for f in p)
 
 
 def test_baselines_and_short_pairs_follow_the_rules(trajectory):

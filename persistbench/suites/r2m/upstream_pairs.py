@@ -6,8 +6,8 @@ same order, Python's ``random.Random(seed)`` with the same calls in the same ord
 upstream's lists. docs/metrics.md ("R2M-Bench pairs") gives the rules. One choice is ours: upstream
 takes ``n_video`` from the first video of a task's folder; here it is the trajectory's length, so a
 trajectory's pairs never depend on which videos exist (the two agree whenever that first video is as
-long as the trajectory, as upstream's 481-frame videos are). Shorter videos drop the pairs they do not
-reach, as upstream's ``select_for_video`` does.
+long as the trajectory, as upstream's 481-frame videos are). Given a video's length, :func:`sample`
+samples for it as upstream does for its representative video (``min(n_video, n_pose)`` frames).
 """
 
 from __future__ import annotations
@@ -252,17 +252,21 @@ def short_pairs(n: int, count: int, seed: int) -> list[tuple[int, int]]:
     return out
 
 
-def sample(poses: np.ndarray, params: dict) -> tuple[dict[str, list[tuple[int, int]]], dict]:
-    """``({"revisit", "baseline", "short"}, info)`` for camera-to-world ``poses`` ``(T, 4, 4)``.
+def sample(
+    poses: np.ndarray, params: dict, n_video: int | None = None
+) -> tuple[dict[str, list[tuple[int, int]]], dict]:
+    """``({"revisit", "baseline", "short"}, info)`` for camera-to-world ``poses`` ``(T, 4, 4)`` and a video of
+    ``n_video`` frames (None: as long as the trajectory). Pose ``i`` is video frame ``i`` (upstream's
+    ``map_pose_to_video_frame``); every list stays below ``min(n_video, n_pose)``, the trimmed length.
 
     ``params``: ``seed`` (42 upstream), ``max_revisit`` (100), ``min_gap_fraction`` (0.2), ``min_short``
     (20) and ``max_short`` (100).
     """
     candidates, n_pose, (angle_tol, trans_tol) = revisit_candidates(poses)
-    n = n_pose  # upstream: min(n_video, n_pose), n_video being its representative video's length
+    n = min(n_video, n_pose) if n_video else n_pose  # upstream's effective_frames
     min_gap = int(n * params["min_gap_fraction"])
     kept = [(a, b) for a, b in candidates if a < n and b < n and abs(b - a) >= min_gap]
-    info = {"n_pose": n_pose, "yaw_tol_deg": angle_tol, "pos_tol_m": trans_tol, "min_gap": min_gap}
+    info = {"n_pose": n_pose, "n_effective": n, "yaw_tol_deg": angle_tol, "pos_tol_m": trans_tol, "min_gap": min_gap}
     if not kept:
         return {"revisit": [], "baseline": [], "short": []}, info
     if len(kept) > params["max_revisit"]:
