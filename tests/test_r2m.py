@@ -426,3 +426,43 @@ def test_subsets_are_the_suites(tree, tmp_path):
     ]
     download = runner.invoke(main, ["download", "--subset", "DDDAAA", "--out", str(tmp_path / "d")])
     assert download.exit_code == 2 and "PersistBench's subsets are dynamic, static" in download.output
+
+
+def test_upstreams_sampler_samples_for_each_videos_length(r2m_tree, tmp_path):
+    """Under ``r2m-paper-v1`` a video shorter than its trajectory is scored on the pairs upstream samples for a
+    video of that length (``min(n_video, n_pose)``); a full-length video keeps the trajectory's pairs."""
+    from persistbench.io.video import encode_video, read_frames
+    from persistbench.suites.r2m import upstream_pairs
+
+    run = Path(shutil.copytree(r2m_tree / "videos" / "pose", tmp_path / "run"))
+    for second in run.glob("*/0002.mp4"):
+        second.unlink()
+    short_t, full_t = sorted(p.name for p in run.iterdir() if p.is_dir())[:2]
+    video = run / short_t / "0001.mp4"
+    frames = list(read_frames(video))[:300]
+    video.unlink()
+    encode_video(video, frames, 16.0)
+    args = [
+        "score",
+        "--pred",
+        str(run),
+        "--dataset",
+        str(r2m_tree),
+        "--protocol",
+        "r2m-paper-v1",
+        "--metrics",
+        "frame_psnr",
+    ]
+    result = CliRunner().invoke(main, [*args, "--allow-partial", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    scores, params = run / "scores" / "r2m-paper-v1", R2MBench.load_protocol("r2m-paper-v1").config["pairs"]
+    for t, n_video, pair_name in ((short_t, 300, f"{short_t}_300frames.json"), (full_t, None, f"{full_t}.json")):
+        traj = read_trajectory(layout.trajectory_path(r2m_tree, t))
+        want, _ = upstream_pairs.sample(traj.poses, params, n_video)
+        record = json.loads((scores / t / "0001.json").read_text())
+        assert record["pairs"] == {k: [list(p) for p in want[k]] for k in scoring.KINDS}
+        assert record["pairs_key"] == pairs.key(traj.sha256, params, n_video)
+        assert json.loads((scores / "pairs" / pair_name).read_text())["meta"]["key"] == record["pairs_key"]
+        assert want["revisit"] and all(f < (n_video or len(traj.poses)) for p in want["revisit"] for f in p), t
+        if n_video:  # other lists than the trajectory's: what a 300-frame video gets is sampled for it
+            assert want != upstream_pairs.sample(traj.poses, params)[0]

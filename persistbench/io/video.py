@@ -84,6 +84,22 @@ def probe(path: str | os.PathLike) -> dict:
     }
 
 
+def count_frames(path: str | os.PathLike) -> int:
+    """Frames of a video's first video stream as its container lists them (packets, read without decoding):
+    the count an index-based reader such as decord reports."""
+    if not _is_url(path):
+        check_regular(path, "video file")
+    cmd = [ffmpeg_exe(), "-nostdin", "-hide_banner", *_input(path), "-map", "0:v:0", "-c", "copy", "-f", "null"]
+    res = subprocess.run(
+        [*cmd, "-progress", "pipe:1", "-nostats", "-"], capture_output=True, text=True, errors="replace"
+    )
+    counts = [line.removeprefix("frame=") for line in res.stdout.splitlines() if line.startswith("frame=")]
+    if res.returncode != 0 or not counts or not counts[-1].strip().isdigit():
+        lines = [x.strip() for x in res.stderr.splitlines() if x.strip()]
+        raise PersistbenchError(f"{path}: not a readable video: {lines[-1] if lines else 'no frame count'}")
+    return int(counts[-1])
+
+
 def read_frames(path: str | os.PathLike) -> Iterator[np.ndarray]:
     """Decode every frame of a video as RGB uint8 ``(H, W, 3)``, in presentation order."""
     for _, frame in decode_with_pts(path, threads=0):

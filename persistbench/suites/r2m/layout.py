@@ -42,8 +42,9 @@ def video_paths(run: Path, trajectory: str, case_id: str) -> tuple[Path, Path]:
     return child(run, trajectory, f"{case_id}.mp4"), child(run, trajectory, case_id, PREDICTION_VIDEO)
 
 
-def pairs_path(directory: Path, trajectory: str) -> Path:
-    return child(directory, f"{trajectory}.json")
+def pairs_path(directory: Path, trajectory: str, n_video: int | None = None) -> Path:
+    """A trajectory's pair file (upstream's name), or the one sampled for a video of ``n_video`` frames."""
+    return child(directory, f"{trajectory}.json" if n_video is None else f"{trajectory}_{n_video}frames.json")
 
 
 def synth_video(root: Path, kind: str, trajectory: str, case_id: str) -> Path:

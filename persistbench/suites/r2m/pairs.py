@@ -29,9 +29,12 @@ STATIC_YAW = 1e-4  # degrees
 MAX_PAIRS = 1000
 
 
-def key(trajectory_sha256: str, params: dict) -> str:
-    """What a pair list is keyed by: the trajectory's bytes, the sampler and its parameters, the version."""
+def key(trajectory_sha256: str, params: dict, n_video: int | None = None) -> str:
+    """What a pair list is keyed by: the trajectory's bytes, the sampler and its parameters, the version, and
+    the length of the video it was sampled for when that is shorter than the trajectory."""
     fields = {"trajectory": trajectory_sha256, "params": params, "sampler": params["sampler"], "version": VERSION}
+    if n_video is not None:
+        fields["n_video"] = n_video
     text = json.dumps(fields, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -198,12 +201,14 @@ def short_pairs(n_revisit: int, n_eff: int, p: dict) -> list[tuple[int, int]]:
     return out
 
 
-def build(trajectory: Trajectory, params: dict) -> dict:
+def build(trajectory: Trajectory, params: dict, n_video: int | None = None) -> dict:
     """The pair file of a trajectory: ``{"revisit", "baseline", "short", "meta"}`` (upstream's form), by the
-    sampler ``params["sampler"]`` names: ours (``r2m-v1``) or upstream's (:mod:`.upstream_pairs`)."""
+    sampler ``params["sampler"]`` names: ours (``r2m-v1``) or upstream's (:mod:`.upstream_pairs`), which
+    samples for a video of ``n_video`` frames when given (shorter than the trajectory)."""
     if params["sampler"] == upstream_pairs.SAMPLER:
-        lists, info = upstream_pairs.sample(trajectory.poses, params)
-        meta = {"sampler": upstream_pairs.SAMPLER, "key": key(trajectory.sha256, params)}
+        lists, info = upstream_pairs.sample(trajectory.poses, params, n_video)
+        meta = {"sampler": upstream_pairs.SAMPLER, "key": key(trajectory.sha256, params, n_video)}
+        meta |= {"n_video": n_video} if n_video is not None else {}
         meta |= {"trajectory_sha256": trajectory.sha256, "params": params, "n_frames": len(trajectory.poses), **info}
         return {kind: [list(p) for p in lists[kind]] for kind in ("revisit", "baseline", "short")} | {"meta": meta}
     positions = trajectory.poses[:, :3, 3]

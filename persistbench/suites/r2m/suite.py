@@ -34,8 +34,8 @@ from persistbench.io.files import check_regular, read_json, sha256_file, write_j
 from persistbench.io.images import image_size, read_image
 from persistbench.io.limits import check_asked_size, check_frame_size, check_memory
 from persistbench.io.names import name_problem
-from persistbench.io.video import probe, read_frames
-from persistbench.suites.r2m import layout, pairs, scoring
+from persistbench.io.video import count_frames, probe, read_frames
+from persistbench.suites.r2m import layout, pairs, scoring, upstream_pairs
 from persistbench.suites.r2m.data import Checkout, R2MCase, Trajectory, fps_of, read_trajectory
 from persistbench.suites.r2m.scorers import SCORERS
 
@@ -213,8 +213,10 @@ class R2MBench(Suite):
 
     # ---------------------------------------------------------------- pairs
 
-    def pair_file(self, case: R2MCase, protocol: Protocol) -> dict:
-        """The case's trajectory's pairs: upstream's file from ``--pairs DIR``, or sampled (``r2m-v1``)."""
+    def pair_file(self, case: R2MCase, protocol: Protocol, n_video: int | None = None) -> dict:
+        """The case's trajectory's pairs: upstream's file from ``--pairs DIR``, or sampled by the protocol's
+        sampler; upstream's samples for the video's length ``n_video`` where it is shorter than the trajectory,
+        as upstream samples for its representative video."""
         traj = trajectory_of(case)
         if self.options.get("pairs"):
             path = layout.pairs_path(Path(self.options["pairs"]), case.subset)
@@ -222,7 +224,9 @@ class R2MBench(Suite):
                 raise PersistbenchError(f"{path}: no pair file for trajectory {case.subset} (--pairs)")
             data = pairs.check_pair_file(read_json(path), str(path), len(traj.poses))
             return {**data, "meta": {**data["meta"], "key": self._pairs_source(case)}}
-        return pairs.build(traj, protocol.config["pairs"])
+        params = protocol.config["pairs"]
+        shorter = n_video is not None and n_video < len(traj.poses) and params["sampler"] == upstream_pairs.SAMPLER
+        return pairs.build(traj, params, n_video if shorter else None)
 
     def _pairs_source(self, case: R2MCase) -> str:
         """What a video's pairs come from: the trajectory's sha256, or ``file:<sha256>`` of its --pairs file."""
@@ -266,13 +270,16 @@ class R2MBench(Suite):
     ) -> tuple[R2MCase, dict[int, np.ndarray], int, int, dict]:
         """What the scorer needs of one video: ``(case, {frame index: (h, w, 3) uint8 frame} of every frame its
         pairs use, frames in the video (up to the trajectory's), poses in the trajectory, the pair file)``;
-        the pair file is also written under ``scores_dir`` (``pairs/<T>.json``)."""
+        the pair file is also written under ``scores_dir`` (``pairs/<T>.json``, or ``pairs/<T>_<n>frames.json``
+        for a video of n frames, shorter than the trajectory, under upstream's sampler)."""
         case = self.case(ref)
         n_poses = len(trajectory_of(case).poses)
-        pair_file = self.pair_file(case, protocol)
-        if scores_dir is not None:
-            write_json(layout.pairs_path(scores_dir / layout.PAIRS_DIR, case.subset), pair_file)
         video = pred.files[0]
+        upstream = not self.options.get("pairs") and protocol.config["pairs"]["sampler"] == upstream_pairs.SAMPLER
+        pair_file = self.pair_file(case, protocol, count_frames(video) if upstream else None)
+        if scores_dir is not None:
+            path = layout.pairs_path(scores_dir / layout.PAIRS_DIR, case.subset, pair_file["meta"].get("n_video"))
+            write_json(path, pair_file)
         info = probe(video)
         check_asked_size(video, info["width"], info["height"], pred.asked)
         needed = {f for kind in scoring.KINDS for p in pair_file[kind] for f in p}

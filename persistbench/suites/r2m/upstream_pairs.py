@@ -3,11 +3,11 @@
 A reimplementation from upstream's behaviour (``AMAP-ML/R2MBench`` at 88e0cd9: ``sample_pairs.py``,
 ``pair_sampling.py``, ``eval_revisit.py``; no code of theirs is here): the same float arithmetic in the
 same order, Python's ``random.Random(seed)`` with the same calls in the same order, so the lists are
-upstream's lists. docs/metrics.md ("R2M-Bench pairs") gives the rules. One choice is ours: upstream
-takes ``n_video`` from the first video of a task's folder; here it is the trajectory's length, so a
-trajectory's pairs never depend on which videos exist (the two agree whenever that first video is as
-long as the trajectory, as upstream's 481-frame videos are). Given a video's length, :func:`sample`
-samples for it as upstream does for its representative video (``min(n_video, n_pose)`` frames).
+upstream's lists. docs/metrics.md ("R2M-Bench pairs") gives the rules. Given a video's length,
+:func:`sample` samples for it as upstream does for its representative video (``min(n_video, n_pose)``
+frames). One choice is ours: upstream takes ``n_video`` from the first video of a task's folder, ``score``
+from each video, so a video's pairs never depend on which other videos exist (the two agree whenever a
+task's videos are as long as its first, as upstream's 481-frame videos are).
 """
 
 from __future__ import annotations
