@@ -16,19 +16,6 @@ from persistbench.core.errors import PersistbenchError, UsageError
 from persistbench.core.options import FiniteFloat
 
 
-def _hw(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[int, int] | None:
-    """``HEIGHTxWIDTH`` -> (height, width)."""
-    if value is None:
-        return None
-    try:
-        a, b = (int(v) for v in value.lower().split("x"))
-        if a <= 0 or b <= 0:
-            raise ValueError
-    except ValueError:
-        raise click.BadParameter(f"{value!r} is not HEIGHTxWIDTH") from None
-    return a, b
-
-
 def _shard(ctx: click.Context, param: click.Parameter, value: str | None):
     from persistbench.executors import Shard
 

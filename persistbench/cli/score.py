@@ -10,7 +10,6 @@ from persistbench.cli.options import (
     SUITE,
     SUITE_OPTION,
     SuiteCommand,
-    _hw,
     backend_options,
     dataset_option,
     executor_options,
@@ -19,6 +18,7 @@ from persistbench.cli.options import (
     shard_option,
     suite_options,
 )
+from persistbench.core.options import Size
 
 
 @click.command(cls=SuiteCommand)
@@ -45,7 +45,7 @@ from persistbench.cli.options import (
     "--eval-size",
     default=None,
     metavar="HxW",
-    callback=_hw,
+    type=Size("HEIGHTxWIDTH"),
     help="Evaluation size, height x width (default: the protocol's, 384x512); scores go to scores/<protocol>-<hash>/.",
 )
 @click.option(

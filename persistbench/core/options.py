@@ -86,9 +86,12 @@ class ExistingFolder(click.ParamType):
 
 
 class Size(click.ParamType):
-    """``WIDTHxHEIGHT`` -> ``(width, height)``, both positive."""
+    """``AxB`` -> ``(a, b)``, both positive; ``label`` names the order (``WIDTHxHEIGHT`` unless said)."""
 
     name = "WxH"
+
+    def __init__(self, label: str = "WIDTHxHEIGHT"):
+        self.label = label
 
     def convert(self, value, param, ctx):
         if isinstance(value, tuple):
@@ -98,7 +101,7 @@ class Size(click.ParamType):
             if a <= 0 or b <= 0:
                 raise ValueError
         except ValueError:
-            self.fail(f"{value!r} is not WIDTHxHEIGHT", param, ctx)
+            self.fail(f"{value!r} is not {self.label}", param, ctx)
         return a, b
 
 
@@ -127,15 +130,10 @@ def file_path(v: object) -> str | None:
 # ---------------------------------------------------------------- parsing
 
 
-def for_command(options: tuple[SuiteOption, ...], command: str) -> dict[str, SuiteOption]:
-    """The options of ``options`` that ``command`` takes, by name."""
-    return {o.name: o for o in options if command in o.commands}
-
-
 def parse(options: tuple[SuiteOption, ...], suite: str, command: str, given: list[tuple[str, str]]) -> dict:
     """``given`` (``(name, text)`` pairs from ``--name VALUE`` and ``-S name=VALUE``, in order) converted by
     the options ``command`` takes; any other name is a usage error naming the suite."""
-    taken = for_command(options, command)
+    taken = {o.name: o for o in options if command in o.commands}
     out: dict = {}
     for raw, text in given:
         name = raw.replace("-", "_")

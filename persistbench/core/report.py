@@ -235,12 +235,11 @@ def build_report(
     suite, scorer = _scorer_of(runs)
     used = runs[0]["summary"].get("protocol")
     try:
-        steps = scorer.report_steps(runs)
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError):
-        steps = 0  # a damaged summary is refused by report_sections, naming the files
-    bar = tqdm(total=steps, desc="report", unit="figure", disable=not progress)
-    try:
-        note, board, figures = scorer.report_sections(runs, bar.update)
+        bar = tqdm(total=scorer.report_steps(runs), desc="report", unit="figure", disable=not progress)
+        try:
+            note, board, figures = scorer.report_sections(runs, bar.update)
+        finally:
+            bar.close()
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
         # Runs are shared files: one that lacks a field the suite's score writes, or holds another type there.
         names = ", ".join(str(r["path"]) for r in runs)
@@ -248,8 +247,6 @@ def build_report(
             f"{names}: summary.json or results.json is not what {suite.name} score writes "
             f"({type(e).__name__}: {str(e)[:80]})"
         ) from None
-    finally:
-        bar.close()
     parts: list[object] = [
         tag("h1", f"persistbench report: {suite.title}"),
         tag("p", f"Protocol {used}. {note} Click a column to sort.", class_="note"),

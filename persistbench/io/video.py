@@ -58,6 +58,12 @@ def _input(path: str | os.PathLike) -> list[str]:
     return ["-i", str(path)]
 
 
+def _unreadable(path: str | os.PathLike, stderr: str, default: str) -> PersistbenchError:
+    """``<path>: not a readable video: <ffmpeg's last line>`` (``default`` when it printed none)."""
+    lines = [x.strip() for x in stderr.splitlines() if x.strip() and "output file" not in x]
+    return PersistbenchError(f"{path}: not a readable video: {lines[-1] if lines else default}")
+
+
 def probe(path: str | os.PathLike) -> dict:
     """``{width, height, fps, duration}`` of a video's first video stream (duration in seconds, 0 if unknown).
 
@@ -70,8 +76,7 @@ def probe(path: str | os.PathLike) -> dict:
     )
     stream = _STREAM_RE.search(res.stderr)
     if stream is None:
-        lines = [x.strip() for x in res.stderr.splitlines() if x.strip() and "output file" not in x]
-        raise PersistbenchError(f"{path}: not a readable video: {lines[-1] if lines else 'no video stream'}")
+        raise _unreadable(path, res.stderr, "no video stream")
     fps = _FPS_RE.search(stream.group(0))
     duration = _DURATION_RE.search(res.stderr)
     return {
@@ -95,8 +100,7 @@ def count_frames(path: str | os.PathLike) -> int:
     )
     counts = [line.removeprefix("frame=") for line in res.stdout.splitlines() if line.startswith("frame=")]
     if res.returncode != 0 or not counts or not counts[-1].strip().isdigit():
-        lines = [x.strip() for x in res.stderr.splitlines() if x.strip()]
-        raise PersistbenchError(f"{path}: not a readable video: {lines[-1] if lines else 'no frame count'}")
+        raise _unreadable(path, res.stderr, "no frame count")
     return int(counts[-1])
 
 

@@ -213,10 +213,10 @@ class R2MBench(Suite):
 
     # ---------------------------------------------------------------- pairs
 
-    def pair_file(self, case: R2MCase, protocol: Protocol, n_video: int | None = None) -> dict:
+    def pair_file(self, case: R2MCase, protocol: Protocol, video: Path | None = None) -> dict:
         """The case's trajectory's pairs: upstream's file from ``--pairs DIR``, or sampled by the protocol's
-        sampler; upstream's samples for the video's length ``n_video`` where it is shorter than the trajectory,
-        as upstream samples for its representative video."""
+        sampler; upstream's samples for the length of ``video`` where it is shorter than the trajectory, as
+        upstream samples for its representative video."""
         traj = trajectory_of(case)
         if self.options.get("pairs"):
             path = layout.pairs_path(Path(self.options["pairs"]), case.subset)
@@ -225,8 +225,11 @@ class R2MBench(Suite):
             data = pairs.check_pair_file(read_json(path), str(path), len(traj.poses))
             return {**data, "meta": {**data["meta"], "key": self._pairs_source(case)}}
         params = protocol.config["pairs"]
-        shorter = n_video is not None and n_video < len(traj.poses) and params["sampler"] == upstream_pairs.SAMPLER
-        return pairs.build(traj, params, n_video if shorter else None)
+        if video is not None and params["sampler"] == upstream_pairs.SAMPLER:
+            n_video = count_frames(video)
+            if n_video < len(traj.poses):
+                return pairs.build(traj, params, n_video)
+        return pairs.build(traj, params)
 
     def _pairs_source(self, case: R2MCase) -> str:
         """What a video's pairs come from: the trajectory's sha256, or ``file:<sha256>`` of its --pairs file."""
@@ -275,8 +278,7 @@ class R2MBench(Suite):
         case = self.case(ref)
         n_poses = len(trajectory_of(case).poses)
         video = pred.files[0]
-        upstream = not self.options.get("pairs") and protocol.config["pairs"]["sampler"] == upstream_pairs.SAMPLER
-        pair_file = self.pair_file(case, protocol, count_frames(video) if upstream else None)
+        pair_file = self.pair_file(case, protocol, video)
         if scores_dir is not None:
             path = layout.pairs_path(scores_dir / layout.PAIRS_DIR, case.subset, pair_file["meta"].get("n_video"))
             write_json(path, pair_file)

@@ -101,8 +101,8 @@ class Wrop(Suite):
         super().__init__(root, options)
         self.location = _location(str(root))
         per_task = self.options.get("per_task")
-        if per_task is not None and (isinstance(per_task, bool) or not isinstance(per_task, int) or per_task < 1):
-            raise UsageError(f"--per-task {per_task}: must be a positive integer")
+        if per_task is not None and (problem := positive_int(per_task)):
+            raise UsageError(f"--per-task {per_task}: {problem}")
         _ = self._mapping  # a --categories file is checked now, whether or not a task needs it
 
     @classmethod
