@@ -208,6 +208,35 @@ def test_report_refuses_a_summary_of_another_shape_in_one_line(scored_hold, tmp_
     assert not (tmp_path / "r.html").exists()
 
 
+@pytest.mark.parametrize(
+    ("header", "needle"),
+    [
+        ({"scorer": None}, "names no suite and scorer; score the runs again"),
+        ({"scorer": "classic"}, "suite r2m has no scorer 'classic'"),
+        ({"suite": "nope"}, "--suite nope: unknown suite"),
+    ],
+)
+def test_report_finds_the_scorer_from_the_scores_header(scored_hold, tmp_path, header, needle):
+    """The header's ``suite`` and ``scorer`` say who wrote a summary; one that names none, or another's, is
+    refused in one line before anything is written."""
+    run = Path(shutil.copytree(scored_hold, tmp_path / "hold"))
+    summary = next(run.glob("scores/*/summary.json"))
+    data = json.loads(summary.read_text())
+    assert (data["suite"], data["scorer"]) == ("r2m", "nmr")
+    summary.write_text(json.dumps({**data, **header}))
+    refused(run_cli("report", run, "--out", tmp_path / "r.html"), needle)
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_report_refuses_runs_of_two_scorers_in_one_line(scored_hold, tmp_path):
+    one, two = (Path(shutil.copytree(scored_hold, tmp_path / n)) for n in ("a", "b"))
+    summary = next(two.glob("scores/*/summary.json"))
+    summary.write_text(json.dumps({**json.loads(summary.read_text()), "suite": "wrop", "scorer": "continuation"}))
+    line = refused(run_cli("report", one, two, "--out", tmp_path / "r.html"), "must be scored by one suite's scorer")
+    assert "a: r2m/nmr" in line and "b: wrop/continuation" in line
+    assert not (tmp_path / "r.html").exists()
+
+
 @pytest.mark.parametrize("value", ["nan", "inf"])  # -inf: below the range already
 def test_cpus_per_task_must_be_finite(scored_hold, value):
     refused(run_cli("score", "--pred", scored_hold, "--cpus-per-task", value), "--cpus-per-task", "not a finite number")
