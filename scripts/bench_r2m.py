@@ -1,15 +1,15 @@
 """R2M-Bench's CPU families (appearance without LPIPS, geometric) per pair: ours against the scikit-image per-pair path.
 
-Ours (``persistbench score``'s path): the video is decoded once; the frames the pairs use are kept
-and every pair and family reads them; SIFT features are computed once per frame and shared by
-the pairs that use the frame; PSNR and SSIM are OpenCV box filters in float64. The reference
-path does what a per-pair script does: for each pair, scikit-image's ``peak_signal_noise_ratio``
-and ``structural_similarity`` and scikit-image's SIFT + ``match_descriptors`` + RANSAC on a
-fundamental matrix, both frames from scratch (given decoded frames, so decoding is not counted
-against it). Both paths run in this process on the same synthetic video at ``--size`` over the
-pairs ``r2m-v1`` samples from its trajectory; the reference runs on the first ``--reference``
-pairs only (it is slow) and is reported per pair. Prints medians of ``--repeat`` runs, the ratio,
-and the projected time of the 300 videos of R2M-Bench.
+Ours (``persistbench score``'s path): the video is decoded once; the frames the pairs use are kept and every
+pair and family reads them; SIFT features are computed once per frame and shared by the pairs that use the
+frame; PSNR and SSIM are OpenCV box filters in float64. The reference path does what a per-pair script does
+(upstream's ``compute_psnr_ssim`` for appearance): for each pair, scikit-image's ``peak_signal_noise_ratio``
+and ``structural_similarity`` (``win_size=7``) and scikit-image's SIFT + ``match_descriptors`` + RANSAC on a
+fundamental matrix, both frames from scratch (given decoded frames, so decoding is not counted against it).
+Both paths run in this process on the same synthetic video at ``--size`` over the pairs the default protocol
+(``r2m-v2``: upstream's sampler) samples for it; the reference runs on the first ``--reference`` pairs only
+(it is slow) and is reported per pair. Prints medians of ``--repeat`` runs, the ratio, and the projected time
+of the 300 videos of R2M-Bench.
 
 Run: ``python scripts/bench_r2m.py [--size 270x480] [--reference 6] [--repeat 3]``.
 """
@@ -54,7 +54,7 @@ def reference_pair(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float, f
 
     with np.errstate(divide="ignore"):  # identical frames: scikit-image's PSNR is inf (ours is capped)
         psnr = peak_signal_noise_ratio(a, b, data_range=255)
-    ssim = structural_similarity(a, b, channel_axis=2, data_range=255)
+    ssim = structural_similarity(a, b, channel_axis=2, data_range=255, win_size=7)
     feats = []
     for img in (a, b):
         sift = SIFT()

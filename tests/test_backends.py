@@ -464,10 +464,36 @@ def test_the_global_descriptor_is_the_class_token_and_scene_identity_its_cosine(
         ref = model(pixel_values=(torch.from_numpy(unit).permute(0, 3, 1, 2) - mean) / std).pooler_output.numpy()
     assert emb.shape == (3, 32) and np.allclose(emb, ref, atol=1e-5)
     video = PairVideo(frames, backends=_opts(checkpoints))
-    got = METRICS["scene_identity"].function(video, [(0, 1), (2, 2)], {"backend": "dinov2-base", "short_side": 42})
+    ours = {"backend": "dinov2-base", "short_side": 42, "preprocess": "pil-bilinear", "crop": None}
+    got = METRICS["scene_identity"].function(video, [(0, 1), (2, 2)], ours)
     a, b = emb[0].astype(np.float64), emb[1].astype(np.float64)
     assert got[0] == pytest.approx(a @ b / np.linalg.norm(a) / np.linalg.norm(b), abs=1e-6)
     assert got[1] == pytest.approx(1.0, abs=1e-6)
+
+
+def test_scene_identity_under_upstreams_transform_is_torchvisions_resize_and_crop(checkpoints):
+    """r2m-v2's DINOv2 input is upstream's transform: torchvision Resize(short, BICUBIC) of the PIL frame,
+    CenterCrop, ToTensor, ImageNet Normalize; computed here by torchvision itself."""
+    from PIL import Image
+    from torchvision import transforms
+    from transformers import AutoModel
+
+    frames = _frames(2, 42, 57)  # 57 * 98 / 42 = 133: torchvision truncates the longer side
+    params = {"backend": "dinov2-base", "short_side": 98, "preprocess": "torchvision-bicubic", "crop": 98}
+    got = METRICS["scene_identity"].function(PairVideo(frames, backends=_opts(checkpoints)), [(0, 1)], params)
+    tf = transforms.Compose(
+        [
+            transforms.Resize(98, interpolation=transforms.InterpolationMode.BICUBIC),
+            transforms.CenterCrop(98),
+            transforms.ToTensor(),
+            transforms.Normalize(mean=IMAGENET_MEAN, std=IMAGENET_STD),
+        ]
+    )
+    model = AutoModel.from_pretrained(checkpoints["dinov2-base"]).eval()
+    with torch.no_grad():
+        x = torch.stack([tf(Image.fromarray(frames[i])) for i in (0, 1)])
+        d = torch.nn.functional.normalize(model(pixel_values=x).pooler_output, dim=-1).double().numpy()
+    assert got[0] == pytest.approx(float(d[0] @ d[1]), abs=1e-6)
 
 
 def test_place_recognition_descriptors_come_from_an_exported_program(checkpoints, tmp_path):
@@ -484,7 +510,8 @@ def test_place_recognition_descriptors_come_from_an_exported_program(checkpoints
         load("boq", BackendOptions("cpu", (("boq", str(tmp_path / "other.pt")),)))
     frames = _frames()
     video = PairVideo(frames, backends=_opts(checkpoints))
-    got = METRICS["scene_identity_boq"].function(video, [(0, 1), (1, 1)], {"backend": "boq", "size": [32, 48]})
+    params = {"backend": "boq", "size": [32, 48], "preprocess": "pil-bilinear"}
+    got = METRICS["scene_identity_boq"].function(video, [(0, 1), (1, 1)], params)
     module = torch.export.load(str(checkpoints["boq"])).module()
     mean, std = torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1), torch.tensor(IMAGENET_STD).view(1, 3, 1, 1)
     from PIL import Image
@@ -494,20 +521,37 @@ def test_place_recognition_descriptors_come_from_an_exported_program(checkpoints
         d = module((torch.from_numpy(x.astype(np.float32) / 255).permute(0, 3, 1, 2) - mean) / std).double().numpy()
     assert got[0] == pytest.approx(d[0] @ d[1] / np.linalg.norm(d[0]) / np.linalg.norm(d[1]), abs=1e-6)
     assert got[1] == pytest.approx(1.0, abs=1e-6)
+    # upstream's transform: torchvision's Resize((h, w), BICUBIC) of the PIL frame
+    from torchvision import transforms
+
+    params = {"backend": "boq", "size": [32, 48], "preprocess": "torchvision-bicubic"}
+    got = METRICS["scene_identity_boq"].function(PairVideo(frames, backends=_opts(checkpoints)), [(0, 1)], params)
+    tf = transforms.Compose(
+        [
+            transforms.Resize((32, 48), interpolation=transforms.InterpolationMode.BICUBIC),
+            transforms.ToTensor(),
+            transforms.Normalize(mean=IMAGENET_MEAN, std=IMAGENET_STD),
+        ]
+    )
+    with torch.no_grad():
+        d = module(torch.stack([tf(Image.fromarray(frames[i])) for i in (0, 1)])).double().numpy()
+    assert got[0] == pytest.approx(d[0] @ d[1] / np.linalg.norm(d[0]) / np.linalg.norm(d[1]), abs=1e-6)
     # a program exported for one size refuses another, saying so
     static = torch.export.export(module, (torch.zeros(2, 3, 32, 48),), dynamic_shapes={"x": {0: torch.export.Dim("b")}})
     torch.export.save(static, str(tmp_path / "static.pt2"))
     video = PairVideo(frames, backends=BackendOptions("cpu", (("boq", str(tmp_path / "static.pt2")),)))
     with pytest.raises(PersistbenchError, match="static.pt2: the exported program does not take 2 x 3 x 40 x 40"):
-        METRICS["scene_identity_boq"].function(video, [(0, 1)], {"backend": "boq", "size": [40, 40]})
+        METRICS["scene_identity_boq"].function(
+            video, [(0, 1)], {"backend": "boq", "size": [40, 40], "preprocess": "pil-bilinear"}
+        )
 
 
 def test_lightglue_matches_do_not_depend_on_the_batch_and_give_both_ratios(checkpoints):
     w = resolve(BACKENDS["superpoint-lightglue"], str(checkpoints["superpoint-lightglue"]), False)
     frames = _frames(3, 96, 128)
     pairs = [(frames[0], frames[0]), (frames[0], np.roll(frames[0], 4, axis=1)), (frames[0], frames[1])]
-    batched = PairMatcher(w, "cpu", 4)(pairs, (96, 128), 0.0)
-    single = PairMatcher(w, "cpu", 1)(pairs, (96, 128), 0.0)
+    batched = PairMatcher(w, "cpu", 4)(pairs, 128, 1024, 0.0005, 0.0)
+    single = PairMatcher(w, "cpu", 1)(pairs, 128, 1024, 0.0005, 0.0)
     for x, y in zip(batched, single):
         assert (x.keypoints_a, x.keypoints_b) == (y.keypoints_a, y.keypoints_b)
         assert np.array_equal(x.points_a, y.points_a) and np.array_equal(x.points_b, y.points_b)
@@ -517,6 +561,14 @@ def test_lightglue_matches_do_not_depend_on_the_batch_and_give_both_ratios(check
     pa = np.random.default_rng(0).uniform(0, 100, (20, 2))
     assert pair_metrics.match_ratios(40, 50, pa, pa + [5.0, 0.0], 1.0, 0.99) == (0.5, 1.0)
     assert pair_metrics.match_ratios(40, 50, pa[:7], pa[:7], 1.0, 0.99) == (0.0, 0.0)
+    # upstream's: the match ratio at any number of matches, over max(min(keypoints), 1); inliers from 8 matches
+    assert pair_metrics.keypoint_ratios(40, 50, pa, pa + [5.0, 0.0], 1.0, 0.99) == (0.5, 1.0)
+    assert pair_metrics.keypoint_ratios(40, 50, pa[:7], pa[:7], 1.0, 0.99) == (7 / 40, 0.0)
+    assert pair_metrics.keypoint_ratios(0, 0, pa[:0], pa[:0], 1.0, 0.99) == (0.0, 0.0)
+    # at most max_keypoints keypoints, mapped back into the frame's pixels from the resized frames
+    few = PairMatcher(w, "cpu", 4)(pairs, 256, 5, 0.0005, 0.0)
+    assert all(m.keypoints_a <= 5 and m.keypoints_b <= 5 for m in few)
+    assert all(((m.points_a >= -0.5) & (m.points_a <= [127.5, 95.5])).all() for m in few)
 
 
 def test_objects_are_detected_followed_and_compared():
@@ -557,6 +609,7 @@ def _r2m_protocol(tmp_path, base: str, **changes) -> Path:
     config = json.loads(shipped_path(base).read_text())
     config["pairs"].update(max_revisit=2, max_short=2, min_short=2)
     config["object_consistency"].update(grid=2, min_area=0.0, max_area=1.0, overlap=1.0)
+    config["lightglue"].update(threshold=0.0)  # every match of the random LightGlue kept (upstream keeps > 0.1)
     for key, value in changes.items():
         config[key] = value
     path = tmp_path / f"{base}-small.json"

@@ -164,16 +164,23 @@ R2M_VALUES = {  # metric field -> a value that changes the metric's values
     "sift.ransac_px": 0.3,
     "sift.confidence": 0.5,
     "epsilon": 1.0,
+    "rounding": "upstream-88e0cd9",
     "metrics": ["frame_psnr"],
 }
 R2M_MODEL_VALUES = {  # model-family field -> a value that changes its metric's values (random-weight backends)
-    "lightglue.size": [240, 320],
+    "lightglue.long_side": 320,
+    "lightglue.max_keypoints": 8,
+    "lightglue.keypoint_threshold": 0.02,
     "lightglue.threshold": 0.5,
     "lightglue.ransac_px": 0.1,
     "lightglue.confidence": 0.5,
     "scene_identity.short_side": 56,
+    "scene_identity.preprocess": "torchvision-bicubic",
+    "scene_identity.crop": 56,
     "boq.size": [64, 64],
+    "boq.preprocess": "torchvision-bicubic",
     "mutualvpr.size": [64, 64],
+    "mutualvpr.preprocess": "torchvision-bicubic",
     "object_consistency.short_side": 56,
     "object_consistency.grid": 3,
     "object_consistency.min_area": 0.9,
@@ -302,8 +309,10 @@ def test_r2m_model_fields_act(tmp_path, checkpoints, field):
     base = copy.deepcopy(R2M)
     new = _set(base, field, R2M_MODEL_VALUES[field])
     if section == "lightglue":  # small frames: the random SuperPoint's keypoints spread over them
-        base["lightglue"]["size"] = [120, 160]
-        new["lightglue"]["size"] = R2M_MODEL_VALUES[field] if field == "lightglue.size" else [120, 160]
+        # and every match of the random LightGlue kept, unless the threshold is the field that changes
+        for key, value in (("long_side", 160), ("threshold", 0.0)):
+            base["lightglue"][key] = value
+            new["lightglue"][key] = R2M_MODEL_VALUES[field] if field == f"lightglue.{key}" else value
     if section == "object_consistency":  # start from every candidate kept, change one bound
         keep = {"grid": 2, "min_area": 0.0, "max_area": 1.0, "overlap": 1.0}
         base["object_consistency"].update(keep)
@@ -331,7 +340,7 @@ def test_r2m_fields_are_checked(tmp_path, field):
 
 
 def test_protocols_belong_to_their_suite(tmp_path):
-    with pytest.raises(PersistbenchError, match=r"no such protocol \(shipped: r2m-v1, r2m-paper-v1\)"):
+    with pytest.raises(PersistbenchError, match=r"no such protocol \(shipped: r2m-v1, r2m-v2, r2m-paper-v1\)"):
         R2MBench.load_protocol("classic-v1")
     with pytest.raises(PersistbenchError, match=r"metrics: unknown \['psnr'\]"):
         _load(R2MBench, _set(R2M, "metrics", ["psnr"]), tmp_path)

@@ -128,7 +128,7 @@ def test_request_gives_the_image_prompt_and_every_pose_with_k_rescaled(tree):
 
 
 def test_pairs_follow_the_rules(tree):
-    params = R2MBench.load_protocol().config["pairs"]
+    params = R2MBench.load_protocol("r2m-v1").config["pairs"]
     for t in synth.TEMPLATES:
         traj = read_trajectory(layout.trajectory_path(tree, t))
         f = pairs.build(traj, params)

@@ -45,6 +45,18 @@ def _load_run(path: Path, protocol: str | None) -> dict:
     }
 
 
+def _load(path: Path, protocol: str | None) -> list[dict]:
+    """The scored run at ``path``, or the runs a suite reads from another toolkit's result files there."""
+    from persistbench.core.suites import suite_class, suites
+
+    if not (path / "scores").is_dir():
+        for name in suites():
+            found = suite_class(name).foreign_results(path)
+            if found is not None:
+                return found
+    return [_load_run(path, protocol)]
+
+
 def _scorer_of(runs: list[dict]):
     """``(suite class, scorer)`` that wrote the runs' summaries, from their headers; one pair for all."""
     from persistbench.core.suites import suite_class
@@ -231,7 +243,7 @@ def build_report(
 
     if not run_dirs:
         raise PersistbenchError("report: give at least one run directory")
-    runs = [_load_run(Path(p), protocol) for p in run_dirs]
+    runs = [run for p in run_dirs for run in _load(Path(p), protocol)]
     suite, scorer = _scorer_of(runs)
     used = runs[0]["summary"].get("protocol")
     try:

@@ -346,4 +346,5 @@ def write_aggregates(
     for m, why in header.unavailable.items():
         lines.append(f"**{m} unavailable: {why}**\n")
     write_text(run.summary_md(protocol.dirname), "\n".join(lines + table) + "\n")
+    protocol.scorer.write_files(summary, results, run.scores_dir(protocol.dirname))
     return summary

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from persistbench.core.markup import Markup
     from persistbench.core.protocol import Check, Protocol
     from persistbench.core.suite import CaseRef, Prediction, ScoreContext, Suite
@@ -52,6 +54,10 @@ class Scorer(ABC):
     @abstractmethod
     def tables(self, summary: dict) -> tuple[list[str], dict[str, str]]:
         """``(summary.md table lines, leaderboard.csv columns)`` of a summary."""
+
+    def write_files(self, summary: dict, results: list[dict], scores_dir: Path) -> None:  # noqa: B027 (optional hook)
+        """Files of the scorer's own beside the aggregates of a scoring (R2M-Bench: upstream's result layout);
+        ``summary`` is ``summary.json``'s content, header included."""
 
     report: ClassVar[str]  # the module whose ``steps(runs)`` and ``sections(runs, advance)`` make its report
 

@@ -192,6 +192,13 @@ class Suite(ABC):
     # ---------------------------------------------------------------- scoring
 
     @classmethod
+    def foreign_results(cls, path: Path) -> list[dict] | None:
+        """Another toolkit's result files at ``path`` read as scored runs for ``report`` (each ``{"name", "path",
+        "summary", "results", "info", "layout"}``, the summary made by this suite's own aggregation), or None
+        when ``path`` holds none of this suite's (R2M-Bench: upstream's result layout)."""
+        return None
+
+    @classmethod
     def load_protocol(cls, spec: str | None = None, overrides: dict | None = None) -> Protocol:
         """The protocol ``spec`` (a shipped name or a file; None: the suite's default) with its scorer (chosen
         from :attr:`scorers`), checked against that scorer's schema; ``overrides`` replace top-level fields."""

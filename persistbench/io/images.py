@@ -82,12 +82,14 @@ def list_images(directory: str | os.PathLike) -> list[Path]:
     return sorted(p for p in directory.iterdir() if _IMAGE_RE.match(p.name))
 
 
-def resize_images(images: np.ndarray, size: tuple[int, int], nearest: bool = False) -> np.ndarray:
+def resize_images(
+    images: np.ndarray, size: tuple[int, int], nearest: bool = False, bicubic: bool = False
+) -> np.ndarray:
     """``(N, h, w, ...)`` uint8 images resized to ``size`` = ``(h, w)`` with PIL (bilinear with its
-    antialiasing, or nearest); returned unchanged when already that size."""
+    antialiasing, bicubic, or nearest); returned unchanged when already that size."""
     from PIL import Image
 
     if images.shape[1:3] == tuple(size):
         return images
-    mode = Image.NEAREST if nearest else Image.BILINEAR
+    mode = Image.NEAREST if nearest else Image.BICUBIC if bicubic else Image.BILINEAR
     return np.stack([np.asarray(Image.fromarray(i).resize((size[1], size[0]), mode)) for i in images])

@@ -11,7 +11,7 @@ Definitions (docs/metrics.md, "R2M-Bench"):
 * :func:`ssim` — scikit-image's ``structural_similarity`` defaults: 7 x 7 uniform window, sample
   covariance, data range 255, the border of half a window cropped, mean over channels;
 * :func:`sift_ratios` — SIFT, Lowe's ratio test and a RANSAC fundamental matrix; *not* upstream's
-  SuperPoint + LightGlue numbers (:func:`match_ratios` gives those from LightGlue's matches);
+  SuperPoint + LightGlue numbers (:func:`keypoint_ratios` gives those from LightGlue's matches);
 * :func:`cosine`, :func:`detected`, :func:`object_score` — the arithmetic of the model-based
   families on descriptors and masks the backends produce (``pair_video.py``).
 """
@@ -109,6 +109,26 @@ def match_ratios(
     # the mask uninitialised, so it must not be read.
     n_in = int(np.count_nonzero(inliers)) if f is not None and inliers is not None else 0
     return len(pa) / min(keypoints_a, keypoints_b), n_in / len(pa)
+
+
+def keypoint_ratios(
+    keypoints_a: int, keypoints_b: int, pa: np.ndarray, pb: np.ndarray, ransac_px: float, confidence: float
+) -> tuple[float, float]:
+    """``(match ratio, inlier ratio)`` of ``M`` keypoint matches as upstream's ``KeypointMatcher`` and
+    ``compute_two_view_geometry`` give them: matches / max(min(keypoints), 1) at any ``M``; the inliers of a
+    RANSAC fundamental matrix on the float64 points (``ransac_px``, ``confidence``) / matches, 0 below 8
+    matches or when RANSAC finds no matrix."""
+    import cv2
+
+    match = len(pa) / max(min(keypoints_a, keypoints_b), 1)
+    if len(pa) < 8:
+        return match, 0.0
+    f, mask = cv2.findFundamentalMat(
+        np.asarray(pa, np.float64), np.asarray(pb, np.float64), cv2.FM_RANSAC, ransac_px, confidence
+    )
+    if f is None or mask is None:
+        return match, 0.0
+    return match, int(mask.ravel().astype(bool).sum()) / len(pa)
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:

@@ -22,6 +22,22 @@ def short_side_size(height: int, width: int, short: int) -> tuple[int, int]:
     return max(1, round(height * scale)), max(1, round(width * scale))
 
 
+def torchvision_short_side(height: int, width: int, short: int) -> tuple[int, int]:
+    """``(h, w)`` that torchvision's ``Resize(short)`` gives a PIL image: the shorter side ``short``, the longer
+    ``int(short * longer / shorter)`` (truncated)."""
+    if width <= height:
+        return int(short * height / width), short
+    return short, int(short * width / height)
+
+
+def centre_crop(images: np.ndarray, size: int) -> np.ndarray:
+    """``(N, size, size, ...)``: torchvision's ``CenterCrop(size)`` of ``(N, h, w, ...)`` images (offsets
+    ``int(round((h - size) / 2))``; never larger than the image)."""
+    h, w = images.shape[1:3]
+    top, left = int(round((h - size) / 2.0)), int(round((w - size) / 2.0))
+    return images[:, top : top + size, left : left + size]
+
+
 @dataclass
 class PairVideo:
     """The decoded frames of one generated video and their caches, shared by all pairs and metrics."""
@@ -42,14 +58,25 @@ class PairVideo:
 
         return load(name, self.backends)
 
-    def _resized(self, indices: list[int], size) -> np.ndarray:
-        """``(N, h, w, 3)`` float32 [0, 1]: the frames resized (PIL bilinear) to a shorter side of ``size``
-        pixels (an int) or to ``size`` = ``[h, w]``."""
+    def _resized(
+        self, indices: list[int], size, preprocess: str = "pil-bilinear", crop: int | None = None
+    ) -> np.ndarray:
+        """``(N, h, w, 3)`` float32 [0, 1]: the frames resized to a shorter side of ``size`` pixels (an int) or to
+        ``size`` = ``[h, w]``. ``preprocess`` ``pil-bilinear``: PIL bilinear, the shorter side's partner rounded;
+        ``torchvision-bicubic``: torchvision's ``Resize(size, BICUBIC)`` on PIL images (the partner truncated),
+        then ``CenterCrop(crop)`` when ``crop`` is given (upstream's DINOv2, BoQ and MutualVPR transforms)."""
         from persistbench.io.images import resize_images
 
         stack = np.stack([self.frames[i] for i in indices])
-        hw = short_side_size(*stack.shape[1:3], size) if isinstance(size, int) else tuple(size)
-        return resize_images(stack, hw).astype(np.float32) / 255.0
+        tv = preprocess == "torchvision-bicubic"
+        if isinstance(size, int):
+            hw = (torchvision_short_side if tv else short_side_size)(*stack.shape[1:3], size)
+        else:
+            hw = tuple(size)
+        out = resize_images(stack, hw, bicubic=tv)
+        if crop is not None:
+            out = centre_crop(out, crop)
+        return out.astype(np.float32) / 255.0
 
     def sift_ratios(self, a: int, b: int, ratio: float, ransac_px: float, confidence: float) -> tuple[float, float]:
         """Both SIFT ratios of the pair ``(a, b)`` (match, inlier), matched once for the two metrics."""
@@ -65,13 +92,16 @@ class PairVideo:
             self._sift[i] = pair_metrics.sift_frame(self.frames[i])
         return self._sift[i]
 
-    def embeddings(self, indices: list[int], backend: str, size) -> dict[int, np.ndarray]:
+    def embeddings(
+        self, indices: list[int], backend: str, size, preprocess: str = "pil-bilinear", crop: int | None = None
+    ) -> dict[int, np.ndarray]:
         """Frame -> ``(D,)`` global descriptor (a ViT's class token, a place-recognition descriptor) of the
-        frame resized to a shorter side of ``size`` pixels (an int) or to ``size`` = ``[h, w]``."""
-        key = size if isinstance(size, int) else tuple(size)
+        frame resized to a shorter side of ``size`` pixels (an int) or to ``size`` = ``[h, w]`` (see
+        :meth:`_resized` for ``preprocess`` and ``crop``)."""
+        key = (size if isinstance(size, int) else tuple(size), preprocess, crop)
         missing = sorted({i for i in indices if (i, backend, key) not in self._embeddings})
         if missing:
-            for i, e in zip(missing, self.backend(backend).embed(self._resized(missing, size))):
+            for i, e in zip(missing, self.backend(backend).embed(self._resized(missing, size, preprocess, crop))):
                 self._embeddings[i, backend, key] = e
         return {i: self._embeddings[i, backend, key] for i in indices}
 
@@ -83,14 +113,15 @@ class PairVideo:
                 self._patches[i, backend, short] = f
         return {i: self._patches[i, backend, short] for i in indices}
 
-    def matches(self, pairs, backend: str, size: tuple[int, int], threshold: float) -> list:
-        """Each pair's :class:`~persistbench.backends.matcher.Matches`, the new ones batched."""
-        key = (backend, tuple(size), threshold)
+    def matches(
+        self, pairs, backend: str, long_side: int, max_keypoints: int, keypoint_threshold: float, threshold: float
+    ) -> list:
+        """Each pair's :class:`~persistbench.backends.matcher.Matches` (the matcher's arguments), the new ones
+        batched."""
+        key = (backend, long_side, max_keypoints, keypoint_threshold, threshold)
         missing = sorted({(a, b) for a, b in pairs if (a, b, key) not in self._matches})
         if missing:
-            found = self.backend(backend)(
-                [(self.frames[a], self.frames[b]) for a, b in missing], tuple(size), threshold
-            )
+            found = self.backend(backend)([(self.frames[a], self.frames[b]) for a, b in missing], *key[1:])
             for pair, m in zip(missing, found):
                 self._matches[(*pair, key)] = m
         return [self._matches[a, b, key] for a, b in pairs]

@@ -190,24 +190,27 @@ def _appearance(t: paper_metrics.Tracked, p: dict) -> list[float]:
     return list(t.similarity)
 
 
-def _descriptor_cosine(v: PairVideo, pairs, backend: str, size) -> list[float]:
-    emb = v.embeddings([i for pair in pairs for i in pair], backend, size)
+def _descriptor_cosine(v: PairVideo, pairs, backend: str, size, preprocess: str, crop=None) -> list[float]:
+    emb = v.embeddings([i for pair in pairs for i in pair], backend, size, preprocess, crop)
     return [pair_metrics.cosine(emb[a], emb[b]) for a, b in pairs]
 
 
 def _scene_identity(v: PairVideo, pairs, p: dict) -> list[float]:
-    return _descriptor_cosine(v, pairs, p["backend"], p["short_side"])
+    return _descriptor_cosine(v, pairs, p["backend"], p["short_side"], p["preprocess"], p["crop"])
 
 
 def _place(v: PairVideo, pairs, p: dict) -> list[float]:
-    return _descriptor_cosine(v, pairs, p["backend"], p["size"])
+    return _descriptor_cosine(v, pairs, p["backend"], p["size"], p["preprocess"])
 
 
 def _lightglue(v: PairVideo, pairs, p: dict) -> list[tuple[float, float]]:
     """Both LightGlue ratios of each pair, matched once for the two metrics that report them."""
+    found = v.matches(pairs, p["backend"], p["long_side"], p["max_keypoints"], p["keypoint_threshold"], p["threshold"])
     return [
-        pair_metrics.match_ratios(m.keypoints_a, m.keypoints_b, m.points_a, m.points_b, p["ransac_px"], p["confidence"])
-        for m in v.matches(pairs, p["backend"], p["size"], p["threshold"])
+        pair_metrics.keypoint_ratios(
+            m.keypoints_a, m.keypoints_b, m.points_a, m.points_b, p["ransac_px"], p["confidence"]
+        )
+        for m in found
     ]
 
 

@@ -27,6 +27,7 @@ IMAGE_DIRS = ("generated_imgs", "test_imgs")  # what the metadata names, then th
 HUB_REPO = "GD-ML/R2MBench"
 HUB_IMAGES = "test_imgs"
 PAIRS_DIR = "pairs"
+UPSTREAM_DIR = "upstream"  # scores/<protocol>/upstream/: upstream's result layout of the run
 
 
 def meta_path(root: Path, trajectory: str) -> Path:

@@ -1,13 +1,17 @@
 """R2M-Bench's scorer: relative revisit scores of each generated video on its pre-sampled pairs, NMR
-summaries (``r2m-v1`` and ``r2m-paper-v1`` differ in their pair sampler, not in how they score)."""
+summaries (the protocols differ in their pair sampler, definitions and rounding, not in how they score)."""
 
 from __future__ import annotations
+
+import shutil
+from pathlib import Path
 
 from persistbench.core.protocol import Protocol
 from persistbench.core.scorer import Scorer
 from persistbench.core.suite import ScoreContext
+from persistbench.io.names import name_problem
 from persistbench.metrics.registry import METRICS
-from persistbench.suites.r2m import scoring
+from persistbench.suites.r2m import layout, scoring, upstream_results
 
 
 class NmrScorer(Scorer):
@@ -48,6 +52,15 @@ class NmrScorer(Scorer):
     def tables(self, summary: dict) -> tuple[list[str], dict[str, str]]:
         return scoring.tables(summary)
 
+    def write_files(self, summary: dict, results: list[dict], scores_dir: Path) -> None:
+        """Upstream's result layout under ``scores_dir/upstream/`` (:mod:`persistbench.suites.r2m.upstream_results`),
+        its tasks named after the run's model (the run's name where the model's is not a usable file name)."""
+        model = summary["model"] if name_problem(summary["model"]) is None else summary["run"]
+        folder = scores_dir / layout.UPSTREAM_DIR
+        if folder.is_dir():
+            shutil.rmtree(folder)  # a scoring replaces the whole tree: no file of an earlier one is left
+        upstream_results.write(folder, model, results)
+
 
 NMR = NmrScorer()
-SCORERS = {"r2m-v1": NMR, "r2m-paper-v1": NMR}
+SCORERS = {"r2m-v1": NMR, "r2m-v2": NMR, "r2m-paper-v1": NMR}

@@ -18,14 +18,26 @@ import numpy as np
 
 from persistbench.backends import BackendUnavailable, check_backend, merged_provenance, provenance
 from persistbench.backends.judge import failure_line, merge_tallies, tally
-from persistbench.core.protocol import Check, Protocol, interval, metric_list, number, one_of, section, size_hw
+from persistbench.core.protocol import (
+    Check,
+    Protocol,
+    interval,
+    metric_list,
+    number,
+    one_of,
+    optional,
+    section,
+    size_hw,
+)
 from persistbench.core.suite import CaseScores, keep_unavailable
 from persistbench.metrics.pair_video import PairVideo
 from persistbench.metrics.registry import METRICS, families, order
 from persistbench.suites.r2m import pairs, upstream_pairs
 from persistbench.suites.r2m.pairs import MAX_PAIRS
+from persistbench.suites.r2m.upstream_metrics import ROUNDING, mean_digits, rounded, value_digits
 
 KINDS = ("revisit", "baseline", "short")
+PREPROCESS = ("pil-bilinear", "torchvision-bicubic")  # metrics/pair_video.PairVideo._resized
 PAIR_METRICS = tuple(m for m, spec in METRICS.items() if spec.kind == "pair")
 
 
@@ -85,7 +97,9 @@ SCHEMA = {
     "lightglue": section(
         {
             "backend": one_of("superpoint-lightglue"),
-            "size": size_hw,
+            "long_side": number(16, 4096, integer=True),
+            "max_keypoints": number(1, 100_000, integer=True),
+            "keypoint_threshold": number(0.0, 1.0),
             "threshold": number(0.0, 1.0),
             "ransac_px": number(0.1, 100.0),
             "confidence": number(0.5, 0.9999),
@@ -95,10 +109,12 @@ SCHEMA = {
         {
             "backend": one_of("dinov2-base", "dinov2-reg-large", "dinov3-large"),
             "short_side": number(14, 4096, integer=True),
+            "preprocess": one_of(*PREPROCESS),
+            "crop": optional(number(14, 4096, integer=True)),
         }
     ),
-    "boq": section({"backend": one_of("boq"), "size": size_hw}),
-    "mutualvpr": section({"backend": one_of("mutualvpr"), "size": size_hw}),
+    "boq": section({"backend": one_of("boq"), "size": size_hw, "preprocess": one_of(*PREPROCESS)}),
+    "mutualvpr": section({"backend": one_of("mutualvpr"), "size": size_hw, "preprocess": one_of(*PREPROCESS)}),
     "object_consistency": section(
         {
             "segmenter": one_of("sam2"),
@@ -121,6 +137,7 @@ SCHEMA = {
         }
     ),
     "epsilon": number(0.0, 1.0),
+    "rounding": one_of("none", ROUNDING),
 }
 
 
@@ -166,20 +183,32 @@ class PairCaseScores(CaseScores):
     judge: dict[str, dict]  # metric -> the tally of its judgments (only metrics the judge computes)
 
 
-def _clean(values: list[float]) -> list[float | None]:
-    return [None if v is None or not np.isfinite(v) else float(v) for v in values]
+def _clean(values: list[float], digits: int | None) -> list[float | None]:
+    return [None if v is None or not np.isfinite(v) else rounded(float(v), digits) for v in values]
 
 
-def relative(values: dict[str, list[float | None]], higher_is_better: bool, epsilon: float) -> dict:
-    """A video's R, B, S (means of the non-failed pair values), MG, DR and validity for one metric."""
-    means = {k: (float(np.mean(v)) if (v := [x for x in values[k] if x is not None]) else None) for k in KINDS}
+def relative(
+    values: dict[str, list[float | None]], higher_is_better: bool, epsilon: float, digits: int | None = None
+) -> dict:
+    """A video's R, B, S (means of the non-failed pair values, rounded to ``digits`` decimals unless None), MG,
+    DR and validity for one metric."""
+    means = {
+        k: (rounded(float(np.mean(v)), digits) if (v := [x for x in values[k] if x is not None]) else None)
+        for k in KINDS
+    }
     failed = sum(x is None for k in KINDS for x in values[k])
-    r, b, s = means["revisit"], means["baseline"], means["short"]
+    return {**from_means(means, higher_is_better, epsilon), "failed": failed}
+
+
+def from_means(means: dict[str, float | None], higher_is_better: bool, epsilon: float) -> dict:
+    """R, B, S (``means`` by kind, None where a kind has no value), MG, DR and validity for one metric."""
+    r, b, s = (means.get(k) for k in KINDS)
+    out = {"revisit": r, "baseline": b, "short": s, "memory_gain": None, "dynamic_range": None, "valid": False}
     if r is None or b is None or s is None:
-        return {**means, "memory_gain": None, "dynamic_range": None, "valid": False, "failed": failed}
+        return out
     sign = 1.0 if higher_is_better else -1.0
     mg, dr = sign * (r - b), sign * (s - b)
-    return {**means, "memory_gain": mg, "dynamic_range": dr, "valid": bool(dr > epsilon), "failed": failed}
+    return {**out, "memory_gain": mg, "dynamic_range": dr, "valid": bool(dr > epsilon)}
 
 
 def score_video(
@@ -199,11 +228,14 @@ def score_video(
             unavailable[m] = why
             continue
         asked_before = len(video.judgments)
-        values[m] = {k: _clean(spec.function(video, kept[k], protocol.params(m))) for k in KINDS}
+        digits = value_digits(m, protocol.config["rounding"])
+        values[m] = {k: _clean(spec.function(video, kept[k], protocol.params(m)), digits) for k in KINDS}
         if len(video.judgments) > asked_before:
             judged[m] = tally(video.judgments[asked_before:])
         used += spec.backends(protocol.params(m))
-        rel[m] = relative(values[m], spec.higher_is_better, protocol.config["epsilon"])
+        rel[m] = relative(
+            values[m], spec.higher_is_better, protocol.config["epsilon"], mean_digits(m, protocol.config["rounding"])
+        )
     return PairCaseScores(
         uid=ids[1],
         subset=ids[0],
@@ -246,6 +278,7 @@ class R2MSummary:
     families: dict[str, dict]  # family -> {nmr, metrics, available}
     overall: float | None
     overall_note: str | None  # why Overall is missing or partial
+    trajectory_overall: dict[str, float | None]  # T -> the mean of its families' means of metric NMRs there
     unavailable: dict[str, str]  # metric -> reason
     backends: dict[str, list]  # backend -> the distinct weights / judges the videos were scored with
     videos: int
@@ -267,13 +300,24 @@ def _failed(rel: dict) -> bool:
     return rel["memory_gain"] is None and rel.get("failed", 0) > 0
 
 
+def trajectory_overall(cells: dict[str, dict], requested: list[str]) -> float | None:
+    """One trajectory's Overall, as upstream's per-trajectory tables give it: per family the mean of its metrics'
+    NMR there, then the mean of the families that have one (partial by nature)."""
+    means = [
+        _mean(v)
+        for ms in families(requested).values()
+        if (v := [cells[m]["nmr"] for m in ms if m in cells and cells[m]["nmr"] is not None])
+    ]
+    return _mean(means)
+
+
 def summarise(results: list[dict], trajectories: tuple[str, ...], epsilon: float, allow_partial: bool) -> R2MSummary:
     """NMR per trajectory and metric, per metric, per family, and Overall; counts everywhere. A video that
     counts for a metric is ``valid``; one whose pair values failed so that R, B or S is missing is
     ``failed``; any other (DR <= epsilon, no pairs of a kind) is ``excluded``."""
     requested = order({m for r in results for m in r["requested"]})
     unavailable = {m: why for r in results for m, why in r.get("unavailable", {}).items()}
-    scored = order({m for r in results for m in r["values"]})
+    scored = order({m for r in results for m in r["relative"]})
     per_t: dict[str, dict] = {}
     for t in trajectories:
         rs = [r for r in results if r["subset"] == t]
@@ -296,6 +340,7 @@ def summarise(results: list[dict], trajectories: tuple[str, ...], epsilon: float
         nmrs = [per_t[t][m]["nmr"] for t in trajectories if per_t[t][m]["nmr"] is not None]
         per_metric[m] = {
             "nmr": _mean(nmrs),
+            "memory_gain": _mean([per_t[t][m]["memory_gain"] for t in trajectories if per_t[t][m]["nmr"] is not None]),
             "trajectories": len(nmrs),
             "valid": sum(per_t[t][m]["valid"] for t in trajectories),
             "excluded": sum(per_t[t][m]["excluded"] for t in trajectories),
@@ -325,12 +370,12 @@ def summarise(results: list[dict], trajectories: tuple[str, ...], epsilon: float
             if missing_families or missing_trajectories
             else None
         )
-    dropped = {k: sum(r["dropped"][k] for r in results) for k in KINDS}
+    dropped = {k: sum(r.get("dropped", {}).get(k, 0) for r in results) for k in KINDS}
     tallies = {m: merge_tallies([r["judge"][m] for r in results if m in (r.get("judge") or {})]) for m in scored}
     judged = merge_tallies(list(tallies.values()))
     failed_metrics = {}
     for m in scored:
-        pair_values = [x for r in results if m in r["values"] for k in KINDS for x in r["values"][m].get(k, [])]
+        pair_values = [x for r in results if m in r.get("values", {}) for k in KINDS for x in r["values"][m].get(k, [])]
         if not pair_values or any(x is not None for x in pair_values):
             continue
         failed_metrics[m] = "no value in any video" + (
@@ -342,10 +387,11 @@ def summarise(results: list[dict], trajectories: tuple[str, ...], epsilon: float
         families=per_family,
         overall=overall,
         overall_note=note,
+        trajectory_overall={t: trajectory_overall(per_t[t], requested) for t in trajectories},
         unavailable=unavailable,
         backends=merged_provenance(results),
         videos=len(results),
-        short_videos=sum(r["video_frames"] < r["poses"] for r in results),
+        short_videos=sum(r.get("video_frames", 0) < r.get("poses", 0) for r in results),
         dropped_pairs=dropped,
         judge_failures={
             "asked": judged["asked"],

@@ -140,6 +140,45 @@ class R2MBench(Suite):
                 problems.append(f"{e}; the images come with: persistbench fetch --suite r2m --output {self.root}")
         return problems, len(cases)
 
+    @classmethod
+    def foreign_results(cls, path: Path) -> list[dict] | None:
+        """Upstream's result tree at ``path`` (:mod:`persistbench.suites.r2m.upstream_results`): one run per model,
+        summarised by our rules with Overall over the families present, as upstream's summary gives it."""
+        from persistbench.suites.r2m import upstream_results
+
+        if not upstream_results.is_tree(path):
+            return None
+        protocol = cls.load_protocol()
+        runs = []
+        for model, videos in upstream_results.read(path).items():
+            records = upstream_results.records(videos, protocol.config["epsilon"])
+            body = scoring.summarise(records, cls.subsets, protocol.config["epsilon"], True).to_json()
+            head = {
+                "run": model,
+                "model": model,
+                "oracle": False,
+                "protocol": upstream_results.SOURCE,
+                "protocol_sha256": upstream_results.SOURCE,
+                "suite": cls.name,
+                "scorer": protocol.scorer.name,
+                "dataset_fingerprint": "",
+                "partial": False,
+                "scores_dir": layout.UPSTREAM_DIR,
+                "unavailable": {},
+                "toolkit_version": upstream_results.SOURCE,
+            }
+            runs.append(
+                {
+                    "name": model,
+                    "path": path,
+                    "layout": RunLayout(path),
+                    "summary": {**head, **body},
+                    "results": {**head, "cases": records},
+                    "info": None,
+                }
+            )
+        return runs
+
     # ---------------------------------------------------------------- getting the data
 
     @classmethod
