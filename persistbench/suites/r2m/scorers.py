@@ -3,13 +3,12 @@ summaries (the protocols differ in their pair sampler, definitions and rounding,
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from persistbench.core.protocol import Protocol
 from persistbench.core.scorer import Scorer
 from persistbench.core.suite import ScoreContext
-from persistbench.io.names import name_problem
+from persistbench.io.names import name_problem, remove_tree
 from persistbench.metrics.registry import METRICS
 from persistbench.suites.r2m import layout, scoring, upstream_results
 
@@ -57,8 +56,7 @@ class NmrScorer(Scorer):
         its tasks named after the run's model (the run's name where the model's is not a usable file name)."""
         model = summary["model"] if name_problem(summary["model"]) is None else summary["run"]
         folder = scores_dir / layout.UPSTREAM_DIR
-        if folder.is_dir():
-            shutil.rmtree(folder)  # a scoring replaces the whole tree: no file of an earlier one is left
+        remove_tree(scores_dir, folder)  # a scoring replaces the whole tree: no file of an earlier one is left
         upstream_results.write(folder, model, results)
 
 

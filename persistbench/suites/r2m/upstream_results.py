@@ -26,17 +26,16 @@ from persistbench.core.errors import PersistbenchError
 from persistbench.io.files import read_json, write_json
 from persistbench.io.names import child, name_problem
 from persistbench.metrics.registry import METRICS
+from persistbench.suites.r2m.scoring import KINDS, from_means
 from persistbench.suites.r2m.upstream_metrics import OURS, UPSTREAM
 
 SOURCE = "upstream R2M-Bench results (88e0cd9 layout)"  # how a report names runs read from such a tree
-KINDS = ("revisit", "baseline", "short")
 VISUAL_FAMILIES = ("appearance", "scene_identity", "geometric", "object")
 STATE_DIR = "persistent_state"
 STATE_PREFIX = "results_gemini_nmr_"
 TASK_RE = re.compile(r"^(?P<model>.+)_(?P<trajectory>DDDAAA|WSLRRLL|revisit_loop)_30s$", re.IGNORECASE)
 TRAJECTORIES = {"dddaaa": "DDDAAA", "wslrrll": "WSLRRLL", "revisit_loop": "revisit_loop"}
 MIN_DYNAMIC_RANGE = 1e-5  # eval_gpu_metrics: a video's own NMR is 0 at or below this range
-SKIP = {"num_matches", "num_anchor_objects", "num_detected_candidates", "num_object_matches"}
 
 
 def task_name(model: str, trajectory: str) -> str:
@@ -65,10 +64,10 @@ def _video_nmr(agg: dict[str, dict]) -> dict[str, float]:
     """A video's own NMR per key, as ``eval_gpu_metrics._compute_nmr`` gives it (0 at a range <= 1e-5)."""
     out = {}
     for key in agg["revisit"]:
-        if key in SKIP or key not in agg["baseline"] or key not in agg["short"]:
+        if key not in agg["baseline"] or key not in agg["short"]:
             continue
         r, b, s = (agg[k][key]["mean"] for k in KINDS)
-        sign = -1.0 if key == "lpips" else 1.0
+        sign = 1.0 if METRICS[OURS[key]].higher_is_better else -1.0
         dyn, num = sign * (s - b), sign * (r - b)
         out[key] = 0.0 if dyn <= MIN_DYNAMIC_RANGE else round(float(num / dyn), 6)
     return out
@@ -235,8 +234,6 @@ def read(root: Path) -> dict[str, list[dict]]:
 def records(videos: list[dict], epsilon: float) -> list[dict]:
     """Our per-video records (the fields :func:`persistbench.suites.r2m.scoring.summarise` reads) of one model's
     videos from :func:`read`: R, B and S are upstream's saved means."""
-    from persistbench.suites.r2m.scoring import from_means
-
     out = []
     for v in videos:
         rel = {
