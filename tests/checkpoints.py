@@ -109,3 +109,101 @@ def exported(path, seed: int = 5):
     program = torch.export.export(Descriptor().eval(), (torch.zeros(2, 3, 32, 48),), dynamic_shapes=dims)
     torch.export.save(program, str(path))
     return path
+
+
+WORDS = (
+    "object furniture building vehicle plant person animal sign door window chair table sofa bed cabinet lamp "
+    "screen picture shelf tree road wall floor red green blue ball box"
+).split()
+
+
+def grounding_dino(folder):
+    """Grounding DINO (a small Swin, a one-layer BERT) and a BERT tokenizer over upstream's concept words."""
+    from transformers import BertConfig, BertTokenizer, GroundingDinoConfig, GroundingDinoForObjectDetection, SwinConfig
+
+    folder.mkdir(parents=True, exist_ok=True)
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", "?", *WORDS]
+    (folder / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    BertTokenizer(str(folder / "vocab.txt"), do_lower_case=True).save_pretrained(folder)
+    torch.manual_seed(7)
+    cfg = GroundingDinoConfig(
+        backbone_config=SwinConfig(
+            embed_dim=16, depths=[1, 1, 1, 1], num_heads=[1, 1, 1, 1], out_features=["stage2", "stage3", "stage4"]
+        ),
+        text_config=BertConfig(
+            vocab_size=len(vocab), hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64
+        ),
+        d_model=32,
+        encoder_layers=1,
+        decoder_layers=2,  # transformers ties the box heads of the decoder layers after the first
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+        num_queries=30,
+        encoder_n_points=2,
+        decoder_n_points=2,
+    )
+    model = GroundingDinoForObjectDetection(cfg).eval()
+    with torch.no_grad():  # smaller decoder outputs: token probabilities spread over (0.3, 0.8), not all 1
+        model.model.decoder.layer_norm.weight.mul_(0.1)
+        model.model.decoder.layer_norm.bias.mul_(0.1)
+    model.save_pretrained(folder)
+    return folder
+
+
+def sam2_image(folder, size=256):
+    """SAM 2's image model and processor (the predictor upstream's object family masks boxes with)."""
+    from transformers import Sam2Config, Sam2ImageProcessor, Sam2Model, Sam2Processor
+
+    torch.manual_seed(8)
+    widths = [16, 32, 64, 128]
+    cfg = Sam2Config(
+        vision_config={
+            "model_type": "sam2_vision_model",
+            "backbone_feature_sizes": [[size // 4] * 2, [size // 8] * 2, [size // 16] * 2],
+            "backbone_channel_list": widths[::-1],
+            "backbone_config": {
+                "model_type": "sam2_hiera_det_model",
+                "image_size": [size, size],
+                "hidden_size": widths[0],
+                "blocks_per_stage": [1, 1, 1, 1],
+                "embed_dim_per_stage": widths,
+            },
+        },
+        prompt_encoder_config={"image_size": size},
+    )
+    Sam2Model(cfg).eval().save_pretrained(folder)
+    Sam2Processor(image_processor=Sam2ImageProcessor(size={"height": size, "width": size})).save_pretrained(folder)
+    return folder
+
+
+def clip(folder):
+    """CLIP with a byte-level BPE tokenizer of single characters (no merges)."""
+    import json
+
+    from transformers import CLIPConfig, CLIPModel, CLIPTokenizer
+
+    folder.mkdir(parents=True, exist_ok=True)
+    printable = [*range(33, 127), *range(161, 173), *range(174, 256)]  # byte-level BPE's alphabet: the
+    chars = [chr(b) for b in printable] + [chr(256 + n) for n in range(256 - len(printable))]  # other bytes shifted
+    vocab = {t: i for i, t in enumerate([*chars, *(c + "</w>" for c in chars), "<|startoftext|>", "<|endoftext|>"])}
+    (folder / "vocab.json").write_text(json.dumps(vocab))
+    (folder / "merges.txt").write_text("#version: 0.2\n")
+    CLIPTokenizer(str(folder / "vocab.json"), str(folder / "merges.txt")).save_pretrained(folder)
+    torch.manual_seed(9)
+    small = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2}
+    cfg = CLIPConfig(
+        text_config={
+            **small,
+            "vocab_size": len(vocab),
+            "max_position_embeddings": 77,
+            "bos_token_id": vocab["<|startoftext|>"],
+            "eos_token_id": vocab["<|endoftext|>"],  # where the text embedding is pooled
+            "pad_token_id": vocab["<|endoftext|>"],
+        },
+        vision_config={**small, "image_size": 32, "patch_size": 8},
+        projection_dim=16,
+    )
+    CLIPModel(cfg).eval().save_pretrained(folder)
+    return folder

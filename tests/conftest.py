@@ -177,6 +177,9 @@ def checkpoints(tmp_path_factory) -> dict[str, Path]:
         build.lightglue(root / "lightglue")
         build.exported(root / "boq.pt2", 5)
         build.exported(root / "mutualvpr.pt2", 6)
+        build.grounding_dino(root / "grounding-dino")
+        build.sam2_image(root / "sam2-image")
+        build.clip(root / "clip")
         return root
 
     root = shared(tmp_path_factory, "weights", make)
@@ -188,4 +191,7 @@ def checkpoints(tmp_path_factory) -> dict[str, Path]:
         "superpoint-lightglue": root / "lightglue",
         "boq": root / "boq.pt2",
         "mutualvpr": root / "mutualvpr.pt2",
+        "grounding-dino": root / "grounding-dino",
+        "sam2-image": root / "sam2-image",
+        "clip-vit-b32": root / "clip",
     }

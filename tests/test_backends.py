@@ -609,6 +609,8 @@ def _r2m_protocol(tmp_path, base: str, **changes) -> Path:
     config = json.loads(shipped_path(base).read_text())
     config["pairs"].update(max_revisit=2, max_short=2, min_short=2)
     config["object_consistency"].update(grid=2, min_area=0.0, max_area=1.0, overlap=1.0)
+    config["object_persistence"].update(detector_short_side=64, detector_max_side=128, feature_size=28, max_objects=2)
+    config["persistent_state"].update(prompt_sha256=None)  # the test checkout's prompts (below), not upstream's
     config["lightglue"].update(threshold=0.0)  # every match of the random LightGlue kept (upstream keeps > 0.1)
     for key, value in changes.items():
         config[key] = value
@@ -627,6 +629,11 @@ def _score_r2m(run, tree, protocol, checkpoints, url, *extra):
 def test_r2m_every_family_scores_with_its_backends(r2m_tree, checkpoints, tmp_path, monkeypatch):
     monkeypatch.setenv("PERSISTBENCH_CACHE", str(tmp_path / "cache"))
     run = RunLayout(Path(shutil.copytree(r2m_tree / "videos" / "pose", tmp_path / "run")))
+    tree = Path(shutil.copytree(r2m_tree, tmp_path / "tree", ignore=shutil.ignore_patterns("videos")))
+    prompts = tree / "src" / "metrics" / "persistent_state.py"  # where upstream's judge prompts are read from
+    prompts.parent.mkdir(parents=True)
+    prompts.write_text('EVAL_SYSTEM_PROMPT = "Judge."\nEVAL_USER_PROMPT = "Rate the pair."\n')
+    r2m_tree = tree
     for second in run.root.glob("*/0002.mp4"):  # one video per trajectory is enough (--allow-partial)
         second.unlink()
     protocol = _r2m_protocol(tmp_path, "r2m-paper-v1")
@@ -641,11 +648,15 @@ def test_r2m_every_family_scores_with_its_backends(r2m_tree, checkpoints, tmp_pa
         families = {f: b["nmr"] for f, b in summary["families"].items()}
         assert sorted(families) == ["appearance", "geometric", "object", "persistent_state", "scene_identity"]
         assert all(v is not None for v in families.values()), families
+        assert summary["families"]["object"]["metrics"] == [
+            "object_appearance_persistence",
+            "object_semantic_persistence",
+        ]
         assert "lightglue_match_ratio" in summary["families"]["geometric"]["available"]
         assert "lightglue_inlier_ratio" in summary["metrics"]  # computed (its videos may all be excluded)
         assert summary["overall"] is not None and summary["unavailable"] == {}
-        sha = resolve(BACKENDS["sam2"], str(checkpoints["sam2"]), False).sha256
-        assert summary["backends"]["sam2"][0]["sha256"] == sha
+        sha = resolve(BACKENDS["sam2-image"], str(checkpoints["sam2-image"]), False).sha256
+        assert summary["backends"]["sam2-image"][0]["sha256"] == sha
         assert summary["backends"]["judge"] == [
             {"judge_model": "judge-x", "judge_url": server.url, "served_model": None}
         ]

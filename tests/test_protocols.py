@@ -186,6 +186,29 @@ R2M_MODEL_VALUES = {  # model-family field -> a value that changes its metric's 
     "object_consistency.min_area": 0.9,
     "object_consistency.max_area": 0.6,
     "object_consistency.overlap": 0.0,
+    "object_persistence.text_prompt": "chair . red ball .",
+    "object_persistence.box_threshold": 0.99999,
+    "object_persistence.text_threshold": 0.7,
+    "object_persistence.nms_iou": 0.0,
+    "object_persistence.max_objects": 1,
+    "object_persistence.min_area_ratio": 0.3,
+    "object_persistence.match_threshold": 0.99,
+    "object_persistence.appearance_weight": 3.0,
+    "object_persistence.semantic_weight": 0.1,
+    "object_persistence.detector_short_side": 96,
+    "object_persistence.detector_max_side": 80,
+    "object_persistence.feature_size": 42,
+}
+OBJECT_BASE = {  # small and permissive: every detection kept, so that each field's value has something to change
+    "detector_short_side": 64,
+    "detector_max_side": 128,
+    "feature_size": 28,
+    "box_threshold": 0.0,
+    "text_threshold": 0.0,
+    "max_objects": 0,  # all
+    "max_candidates": 0,
+    "min_area_ratio": 0.0,
+    "match_threshold": 0.0,
 }
 R2M_JUDGE_FIELDS = {  # persistent_state field -> a value that changes what the judge is sent
     "persistent_state.max_side": 64,
@@ -193,6 +216,13 @@ R2M_JUDGE_FIELDS = {  # persistent_state field -> a value that changes what the 
     "persistent_state.max_tokens": 100,
     "persistent_state.enable_thinking": True,
 }
+R2M_OTHER = (  # tests of their own below
+    "extras",
+    "persistent_state.prompt",
+    "persistent_state.prompt_sha256",
+    "persistent_state.pairs_per_kind",
+    "object_persistence.max_candidates",
+)
 R2M_CHECKED = {
     "models": "sometimes",
     "lightglue.backend": "x",
@@ -202,7 +232,10 @@ R2M_CHECKED = {
     "object_consistency.segmenter": "x",
     "object_consistency.features": "x",
     "persistent_state.backend": "x",
-    "persistent_state.prompt": "x",
+    "object_persistence.detector": "x",
+    "object_persistence.segmenter": "x",
+    "object_persistence.features": "x",
+    "object_persistence.clip": "x",
     "pairs.sampler": "upstream",
     "frame_lpips.net": "vgg",
     "frame_lpips.version": "0.0",
@@ -211,7 +244,8 @@ R2M_CHECKED = {
 
 
 def test_every_r2m_field_is_covered():
-    assert sorted(_fields(R2M)) == sorted(R2M_PAIRS | R2M_VALUES | R2M_MODEL_VALUES | R2M_JUDGE_FIELDS | R2M_CHECKED)
+    covered = R2M_PAIRS | R2M_VALUES | R2M_MODEL_VALUES | R2M_JUDGE_FIELDS | R2M_CHECKED
+    assert sorted(_fields(R2M)) == sorted([*covered, *R2M_OTHER])
 
 
 @pytest.fixture(scope="module")
@@ -313,6 +347,9 @@ def test_r2m_model_fields_act(tmp_path, checkpoints, field):
         for key, value in (("long_side", 160), ("threshold", 0.0)):
             base["lightglue"][key] = value
             new["lightglue"][key] = R2M_MODEL_VALUES[field] if field == f"lightglue.{key}" else value
+    if section == "object_persistence":
+        base["object_persistence"].update(OBJECT_BASE)
+        new["object_persistence"].update({k: v for k, v in OBJECT_BASE.items() if k != field.split(".")[1]})
     if section == "object_consistency":  # start from every candidate kept, change one bound
         keep = {"grid": 2, "min_area": 0.0, "max_area": 1.0, "overlap": 1.0}
         base["object_consistency"].update(keep)
@@ -333,9 +370,103 @@ def test_r2m_judge_fields_act(tmp_path, checkpoints, monkeypatch, field):
     assert server.requests[0] != server.requests[1]
 
 
+def test_r2m_extras_are_scored_only_when_asked(tmp_path):
+    from persistbench.core.errors import UsageError
+    from persistbench.core.score import wanted_metrics
+
+    plain, extra = (
+        _load(R2MBench, R2M, tmp_path),
+        _load(R2MBench, _set(R2M, "extras", ["scene_identity_boq"]), tmp_path),
+    )
+    assert "scene_identity_boq" not in extra.metrics and wanted_metrics(extra, None) == plain.metrics
+    assert wanted_metrics(extra, ("scene_identity_boq",)) == ("scene_identity_boq",)
+    with pytest.raises(UsageError, match="unknown metrics"):
+        wanted_metrics(plain, ("scene_identity_boq",))
+    with pytest.raises(PersistbenchError, match=r"extras: unknown \['psnr'\]"):
+        _load(R2MBench, _set(R2M, "extras", ["psnr"]), tmp_path)
+
+
+def _upstream_checkout(root: Path, system: str = "You judge two frames.", user: str = "Score them.") -> Path:
+    """A checkout's ``src/metrics/persistent_state.py`` holding the two prompt constants (and code around them)."""
+    path = root / "src" / "metrics" / "persistent_state.py"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"import json\n\nEVAL_SYSTEM_PROMPT = {system!r}\n\nEVAL_USER_PROMPT = {user!r}\n\nX = 1\n")
+    return root
+
+
+def test_r2m_state_prompt_is_upstreams_or_ours_and_pinned(tmp_path):
+    from persistbench.metrics.pair_video import StateQuestion
+    from persistbench.suites.r2m.data import Checkout
+    from persistbench.suites.r2m.scoring import state_question
+
+    ours = state_question(Checkout(tmp_path), _load(R2MBench, R2M, tmp_path))
+    assert ours == StateQuestion.shipped("state-v1") and not ours.text_first
+    upstream = _set(R2M, "persistent_state.prompt", "upstream-88e0cd9")
+    with pytest.raises(PersistbenchError, match=r"persistent_state\.py: not there"):
+        state_question(Checkout(tmp_path), _load(R2MBench, upstream, tmp_path))
+    checkout = Checkout(_upstream_checkout(tmp_path / "checkout"))
+    theirs = state_question(checkout, _load(R2MBench, upstream, tmp_path))
+    assert (theirs.system, theirs.user, theirs.text_first, theirs.attempts) == (
+        "You judge two frames.",
+        "Score them.",
+        True,
+        4,
+    )
+    pinned = _set(upstream, "persistent_state.prompt_sha256", theirs.sha256)
+    assert state_question(checkout, _load(R2MBench, pinned, tmp_path)) == theirs
+    for config in (
+        _set(upstream, "persistent_state.prompt_sha256", "0" * 64),
+        _set(R2M, "persistent_state.prompt_sha256", "0" * 64),
+    ):
+        with pytest.raises(PersistbenchError, match="its prompts have sha256 .*, not the protocol's 000000000000"):
+            state_question(checkout, _load(R2MBench, config, tmp_path))
+
+
+def test_r2m_object_candidates_are_bounded(tmp_path, checkpoints, monkeypatch):
+    """On the random detector the best candidate is the first ranked, so the bound is seen in what is compared."""
+    from persistbench.metrics import objects
+
+    compared = []
+
+    def counting(anchors, candidates, *rest):
+        compared.append([len(c) for c in candidates])
+        return persistence(anchors, candidates, *rest)
+
+    persistence = objects.persistence
+    monkeypatch.setattr(objects, "persistence", counting)
+    for bound in (0, 2):
+        config = _set(R2M, "object_persistence.max_candidates", bound)
+        config["object_persistence"].update({k: v for k, v in OBJECT_BASE.items() if k != "max_candidates"})
+        _model_values(config, tmp_path, checkpoints, "object_appearance_persistence")
+    everything, bounded = compared
+    assert max(everything) > 2 and bounded == [min(n, 2) for n in everything]
+
+
+def test_r2m_state_is_asked_on_the_first_pairs_of_each_kind(tmp_path, checkpoints, monkeypatch):
+    from judge_server import JudgeServer, state
+
+    from persistbench.backends import BackendOptions, JudgeOptions
+    from persistbench.metrics.pair_video import PairVideo
+
+    monkeypatch.setenv("PERSISTBENCH_CACHE", str(tmp_path / "cache"))
+    frames = {i: np.full((24, 32, 3), 40 * i, np.uint8) for i in range(4)}
+    pairs = [(0, 1), (1, 2), (2, 3)]
+    with JudgeServer(lambda n, body: state(body)) as server:
+        opts = BackendOptions("cpu", (), False, 4, JudgeOptions(server.url, "judge-x"))
+        counts = []
+        for limit in (None, 2):
+            protocol = _load(R2MBench, _set(R2M, "persistent_state.pairs_per_kind", limit), tmp_path)
+            before = len(server.requests)
+            values = METRICS["persistent_state"].function(
+                PairVideo(frames, opts), pairs, protocol.params("persistent_state")
+            )
+            counts.append((len(values), len(server.requests) - before))
+    assert counts == [(3, 3), (2, 0)]  # the first two pairs' answers were cached by the first round
+
+
 @pytest.mark.parametrize("field", sorted(R2M_CHECKED))
 def test_r2m_fields_are_checked(tmp_path, field):
-    with pytest.raises(PersistbenchError, match="must be one of"):
+    with pytest.raises(PersistbenchError, match="must be (null or )?one of"):
         _load(R2MBench, _set(R2M, field, R2M_CHECKED[field]), tmp_path)
 
 

@@ -2,7 +2,8 @@
 
 Every network comes from ``transformers`` (extra ``[vision]``), which provides all of the
 architectures the published protocols use, loaded from safetensors only (no pickle): DINOv2 and
-DINOv2 with registers, DINOv3, SAM 2.1's video predictor, SuperPoint and LightGlue. The judge is
+DINOv2 with registers, DINOv3, SAM 2.1's video and image predictors, SuperPoint and LightGlue,
+Grounding DINO and CLIP. The judge is
 any OpenAI-compatible chat endpoint, reached through the ``openai`` package (extra ``[judge]``).
 
 Weights come from ``--weights NAME=DIR`` (a folder with ``config.json`` and ``*.safetensors``) or
@@ -58,7 +59,7 @@ BACKENDS: dict[str, BackendSpec] = {
         ),
         BackendSpec(
             "dinov2-base",
-            "R2M scene_identity (class-token cosine) and object_consistency (masked patch features): DINOv2 ViT-B/14",
+            "R2M scene_identity (class-token cosine), object_consistency (masked patch features) and object persistence (crops' class tokens): DINOv2 ViT-B/14",
             "vision",
             ("torch", "transformers"),
             "facebook/dinov2-base",
@@ -79,6 +80,30 @@ BACKENDS: dict[str, BackendSpec] = {
             ("torch", "transformers"),
             "facebook/sam2.1-hiera-large",
             "works, slowly: seconds a frame at 1024 px; R2M's object family (16 objects a pair) wants a GPU",
+        ),
+        BackendSpec(
+            "grounding-dino",
+            "R2M object persistence (upstream's): Grounding DINO finds the objects of a list of concepts in a frame",
+            "vision",
+            ("torch", "transformers"),
+            "IDEA-Research/grounding-dino-tiny",
+            "works, slowly (about a second a frame at 800 px)",
+        ),
+        BackendSpec(
+            "sam2-image",
+            "R2M object persistence (upstream's): SAM 2.1's image predictor masks each box",
+            "vision",
+            ("torch", "transformers"),
+            "facebook/sam2.1-hiera-large",
+            "works, slowly: seconds a frame at 1024 px",
+        ),
+        BackendSpec(
+            "clip-vit-b32",
+            "R2M object persistence (upstream's): CLIP ViT-B/32 image-text similarity of a found object to its concept",
+            "vision",
+            ("torch", "transformers"),
+            "openai/clip-vit-base-patch32",
+            "works",
         ),
         *(
             BackendSpec(
@@ -217,6 +242,18 @@ def load(name: str, opts: BackendOptions):
         from persistbench.backends.matcher import PairMatcher
 
         return PairMatcher(weights, device, opts.batch_size)
+    if name == "grounding-dino":
+        from persistbench.backends.grounding import GroundingDetector
+
+        return GroundingDetector(weights, device)
+    if name == "sam2-image":
+        from persistbench.backends.segmenter import BoxSegmenter
+
+        return BoxSegmenter(weights, device)
+    if name == "clip-vit-b32":
+        from persistbench.backends.clip import ClipEmbedder
+
+        return ClipEmbedder(weights, device)
     if spec.format == "torch.export":
         from persistbench.backends.descriptor import ExportedDescriptor
 

@@ -38,7 +38,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -75,17 +75,6 @@ class JudgmentFailed(PersistbenchError):
 
 
 @dataclass(frozen=True)
-class Request:
-    """One question: a prompt, the images shown before it (``(H, W, 3)`` uint8 RGB), and sampling settings."""
-
-    prompt: str
-    images: tuple[np.ndarray, ...]
-    temperature: float = 0.0
-    max_tokens: int = 2048
-    enable_thinking: bool = False
-
-
-@dataclass(frozen=True)
 class Answer:
     value: object  # what ``parse`` returned
     raw: str  # the reply's text
@@ -111,6 +100,8 @@ def request_digest(identity: dict, req: Request) -> str:
         "temperature": req.temperature,
         "max_tokens": req.max_tokens,
         "enable_thinking": req.enable_thinking,
+        "system": req.system,
+        "text_first": req.text_first,
         "prompt": req.prompt,
         "images": [hashlib.sha256(png(i)).hexdigest() for i in req.images],
     }
@@ -140,6 +131,26 @@ def extract_json(text: str) -> dict:
     if not isinstance(obj, dict):
         raise BadReply("the reply's JSON is not an object")
     return obj
+
+
+@dataclass(frozen=True)
+class Request:
+    """One question: a prompt, the images shown with it (``(H, W, 3)`` uint8 RGB), and sampling settings.
+
+    The user turn holds the images, then the prompt (``text_first``: the prompt, then the images), after a
+    system turn of ``system``. ``enable_thinking`` None sends no chat-template arguments. ``extract`` turns a
+    reply's text into the JSON object the caller's parser reads; an invalid reply is asked again up to
+    ``attempts`` times in all."""
+
+    prompt: str
+    images: tuple[np.ndarray, ...]
+    temperature: float = 0.0
+    max_tokens: int = 2048
+    enable_thinking: bool | None = False
+    system: str = SYSTEM_PROMPT
+    text_first: bool = False
+    extract: Callable[[str], dict] = field(default=extract_json, compare=False)
+    attempts: int = field(default=ATTEMPTS, compare=False)
 
 
 def _json_body(body: bytes) -> object:
@@ -314,9 +325,7 @@ class Judge:
                 entry = read_json(path)
                 if entry["judge"] == identity:
                     raw = entry["raw"]
-                    return Answer(
-                        parse(extract_json(raw)), raw, True, {**identity, "answered_by": entry["answered_by"]}
-                    )
+                    return Answer(parse(req.extract(raw)), raw, True, {**identity, "answered_by": entry["answered_by"]})
             except (PersistbenchError, BadReply, KeyError, TypeError):
                 pass  # a damaged or stale entry: ask again
         with self._lock:
@@ -343,22 +352,25 @@ class Judge:
     def _judgment(self, req: Request, parse: Callable[[dict], object], deadline: float):
         """(reply text, the model it names, the parsed value): invalid replies asked again, all by ``deadline``."""
         problem = "no attempt"
-        for _ in range(ATTEMPTS):
+        for _ in range(req.attempts):
             try:
                 raw, answered_by = self._send(req, deadline)
-                return raw, answered_by, parse(extract_json(raw))
+                return raw, answered_by, parse(req.extract(raw))
             except BadReply as e:
                 problem = str(e)[:160]
-        raise JudgmentFailed(self.opts.model, "invalid reply", f"no valid reply after {ATTEMPTS} attempts: {problem}")
+        raise JudgmentFailed(
+            self.opts.model, "invalid reply", f"no valid reply after {req.attempts} attempts: {problem}"
+        )
 
     def _messages(self, req: Request) -> list[dict]:
-        content = [
+        images = [
             {"type": "image_url", "image_url": {"url": "data:image/png;base64," + base64.b64encode(png(i)).decode()}}
             for i in req.images
         ]
+        text = [{"type": "text", "text": req.prompt}]
         return [
-            {"role": "system", "content": [{"type": "text", "text": SYSTEM_PROMPT}]},
-            {"role": "user", "content": [*content, {"type": "text", "text": req.prompt}]},
+            {"role": "system", "content": [{"type": "text", "text": req.system}]},
+            {"role": "user", "content": text + images if req.text_first else images + text},
         ]
 
     def _send(self, req: Request, deadline: float) -> tuple[str, str | None]:
@@ -373,7 +385,9 @@ class Judge:
                 messages=messages,
                 temperature=req.temperature,
                 max_tokens=req.max_tokens,
-                extra_body={"chat_template_kwargs": {"enable_thinking": req.enable_thinking}},
+                extra_body=None
+                if req.enable_thinking is None
+                else {"chat_template_kwargs": {"enable_thinking": req.enable_thinking}},
             )
 
         for attempt in range(self.opts.retries + 1):

@@ -42,7 +42,13 @@ class Protocol:
 
     @property
     def metrics(self) -> tuple[str, ...]:
+        """What the protocol scores by default."""
         return tuple(self.config["metrics"])
+
+    @property
+    def extras(self) -> tuple[str, ...]:
+        """What it scores only when asked (``--metrics``): the protocol's ``extras``, where its suite has them."""
+        return tuple(self.config.get("extras", ()))
 
     def params(self, metric: str) -> dict:
         """The parameters of ``metric`` (its section of the protocol; empty when it has none)."""
@@ -104,6 +110,21 @@ def size_hw(v: object) -> str | None:
     return None
 
 
+def text(shortest: int, longest: int) -> Check:
+    """A string of ``shortest`` to ``longest`` characters, printable (no control characters)."""
+
+    def check(v: object) -> str | None:
+        ok = isinstance(v, str) and shortest <= len(v) <= longest and v.isprintable()
+        return None if ok else f"must be a printable string of {shortest} to {longest} characters"
+
+    return check
+
+
+def sha256_hex(v: object) -> str | None:
+    """A sha256 digest: 64 lowercase hexadecimal digits."""
+    return None if isinstance(v, str) and re.fullmatch(r"[0-9a-f]{64}", v) else "must be a sha256 (64 hex digits)"
+
+
 def section(fields: dict[str, Check]) -> Check:
     """A JSON object with exactly ``fields``."""
 
@@ -161,10 +182,12 @@ LPIPS_SECTION = section(
 )
 
 
-def metric_list(allowed: tuple[str, ...]) -> Check:
+def metric_list(allowed: tuple[str, ...], empty: bool = False) -> Check:
+    """A list of metric names among ``allowed``, none twice; non-empty unless ``empty``."""
+
     def check(v: object) -> str | None:
-        if not (isinstance(v, list) and v and all(isinstance(m, str) for m in v)):
-            return "must be a non-empty list of metric names"
+        if not (isinstance(v, list) and (v or empty) and all(isinstance(m, str) for m in v)):
+            return f"must be a {'' if empty else 'non-empty '}list of metric names"
         unknown = sorted(set(v) - set(allowed))
         if unknown:
             return f"unknown {unknown}; known: {', '.join(allowed)}"

@@ -54,7 +54,7 @@ def wanted_metrics(protocol: Protocol, names: tuple[str, ...] | None) -> tuple[s
     """The metrics to compute: ``names`` (checked against what the protocol can score) or the protocol's."""
     if names is None:
         return protocol.metrics
-    allowed = [m for m in METRICS if m in protocol.metrics]
+    allowed = [m for m in METRICS if m in protocol.metrics or m in protocol.extras]
     if not names:
         raise UsageError(f"--metrics: no metric named; choose from {','.join(allowed)}")
     unknown = sorted(set(names) - set(allowed))

@@ -93,3 +93,42 @@ def resize_images(
         return images
     mode = Image.NEAREST if nearest else Image.BICUBIC if bicubic else Image.BILINEAR
     return np.stack([np.asarray(Image.fromarray(i).resize((size[1], size[0]), mode)) for i in images])
+
+
+def short_side_size(height: int, width: int, short: int) -> tuple[int, int]:
+    """``(h, w)`` with the shorter side ``short`` pixels and the aspect kept (rounded)."""
+    scale = short / min(height, width)
+    return max(1, round(height * scale)), max(1, round(width * scale))
+
+
+def torchvision_short_side(height: int, width: int, short: int) -> tuple[int, int]:
+    """``(h, w)`` that torchvision's ``Resize(short)`` gives a PIL image: the shorter side ``short``, the longer
+    ``int(short * longer / shorter)`` (truncated)."""
+    if width <= height:
+        return int(short * height / width), short
+    return short, int(short * width / height)
+
+
+def centre_crop(images: np.ndarray, size: int) -> np.ndarray:
+    """``(N, size, size, ...)``: torchvision's ``CenterCrop(size)`` of ``(N, h, w, ...)`` images (offsets
+    ``int(round((h - size) / 2))``; never larger than the image)."""
+    h, w = images.shape[1:3]
+    top, left = int(round((h - size) / 2.0)), int(round((w - size) / 2.0))
+    return images[:, top : top + size, left : left + size]
+
+
+def transformed(images: np.ndarray, size, preprocess: str = "pil-bilinear", crop: int | None = None) -> np.ndarray:
+    """``(N, h, w, 3)`` float32 [0, 1]: ``(N, H, W, 3)`` uint8 images resized to a shorter side of ``size`` pixels
+    (an int) or to ``size`` = ``[h, w]``. ``preprocess`` ``pil-bilinear``: PIL bilinear, the shorter side's partner
+    rounded; ``torchvision-bicubic``: torchvision's ``Resize(size, BICUBIC)`` on PIL images (the partner
+    truncated), then ``CenterCrop(crop)`` when ``crop`` is given (upstream's DINOv2, BoQ and MutualVPR
+    transforms, and OpenAI's CLIP preprocessing)."""
+    tv = preprocess == "torchvision-bicubic"
+    if isinstance(size, int):
+        hw = (torchvision_short_side if tv else short_side_size)(*images.shape[1:3], size)
+    else:
+        hw = tuple(size)
+    out = resize_images(images, hw, bicubic=tv)
+    if crop is not None:
+        out = centre_crop(out, crop)
+    return out.astype(np.float32) / 255.0

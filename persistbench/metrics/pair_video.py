@@ -8,34 +8,14 @@ Frames are ``(H, W, 3)`` uint8 RGB at the video's resolution.
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from persistbench.metrics import pair as pair_metrics
-
-
-def short_side_size(height: int, width: int, short: int) -> tuple[int, int]:
-    """``(h, w)`` with the shorter side ``short`` pixels and the aspect kept (rounded)."""
-    scale = short / min(height, width)
-    return max(1, round(height * scale)), max(1, round(width * scale))
-
-
-def torchvision_short_side(height: int, width: int, short: int) -> tuple[int, int]:
-    """``(h, w)`` that torchvision's ``Resize(short)`` gives a PIL image: the shorter side ``short``, the longer
-    ``int(short * longer / shorter)`` (truncated)."""
-    if width <= height:
-        return int(short * height / width), short
-    return short, int(short * width / height)
-
-
-def centre_crop(images: np.ndarray, size: int) -> np.ndarray:
-    """``(N, size, size, ...)``: torchvision's ``CenterCrop(size)`` of ``(N, h, w, ...)`` images (offsets
-    ``int(round((h - size) / 2))``; never larger than the image)."""
-    h, w = images.shape[1:3]
-    top, left = int(round((h - size) / 2.0)), int(round((w - size) / 2.0))
-    return images[:, top : top + size, left : left + size]
 
 
 @dataclass
@@ -50,7 +30,10 @@ class PairVideo:
     _patches: dict = field(default_factory=dict)
     _matches: dict = field(default_factory=dict)
     _objects: dict = field(default_factory=dict)
+    _grounded: dict = field(default_factory=dict)  # (a, b, params) -> upstream's object persistences
+    _scene_objects: dict = field(default_factory=dict)  # (frame, concepts, keep, params) -> objects found
     judgments: list = field(default_factory=list)  # every judge Answer or JudgmentFailed, in order asked
+    state_question: StateQuestion | None = None  # persistent_state's question (None: the protocol's shipped prompt)
 
     def backend(self, name: str):
         """The loaded backend ``name`` (once per process and options)."""
@@ -61,22 +44,11 @@ class PairVideo:
     def _resized(
         self, indices: list[int], size, preprocess: str = "pil-bilinear", crop: int | None = None
     ) -> np.ndarray:
-        """``(N, h, w, 3)`` float32 [0, 1]: the frames resized to a shorter side of ``size`` pixels (an int) or to
-        ``size`` = ``[h, w]``. ``preprocess`` ``pil-bilinear``: PIL bilinear, the shorter side's partner rounded;
-        ``torchvision-bicubic``: torchvision's ``Resize(size, BICUBIC)`` on PIL images (the partner truncated),
-        then ``CenterCrop(crop)`` when ``crop`` is given (upstream's DINOv2, BoQ and MutualVPR transforms)."""
-        from persistbench.io.images import resize_images
+        """``(N, h, w, 3)`` float32 [0, 1]: the frames ``indices`` as :func:`~persistbench.io.images.transformed`
+        gives them."""
+        from persistbench.io.images import transformed
 
-        stack = np.stack([self.frames[i] for i in indices])
-        tv = preprocess == "torchvision-bicubic"
-        if isinstance(size, int):
-            hw = (torchvision_short_side if tv else short_side_size)(*stack.shape[1:3], size)
-        else:
-            hw = tuple(size)
-        out = resize_images(stack, hw, bicubic=tv)
-        if crop is not None:
-            out = centre_crop(out, crop)
-        return out.astype(np.float32) / 255.0
+        return transformed(np.stack([self.frames[i] for i in indices]), size, preprocess, crop)
 
     def sift_ratios(self, a: int, b: int, ratio: float, ransac_px: float, confidence: float) -> tuple[float, float]:
         """Both SIFT ratios of the pair ``(a, b)`` (match, inlier), matched once for the two metrics."""
@@ -141,23 +113,132 @@ class PairVideo:
             self._objects[a, b, key] = pair_metrics.object_score(feats[a], feats[b], masks[kept, 0], masks[kept, 1])
         return [self._objects[a, b, key] for a, b in pairs]
 
+    def object_persistence(self, pairs, p: dict) -> list[tuple[float, float]]:
+        """Upstream's object family of each pair (:func:`persistbench.metrics.objects.persistence`): ``(appearance,
+        semantic)`` persistence, the objects of each frame found once per concept list."""
+        from persistbench.metrics import objects
+
+        key = json.dumps(p, sort_keys=True)
+        texts: dict[str, np.ndarray | None] = {}
+        for a, b in pairs:
+            if (a, b, key) in self._grounded:
+                continue
+            anchors = self.scene_objects(a, p["text_prompt"], p["max_objects"], p)
+            found = [self.scene_objects(b, f"{o.concept} .", p["max_candidates"], p) for o in anchors]
+            for o in anchors:
+                if o.concept not in texts:
+                    texts[o.concept] = self.backend(p["clip"]).texts([o.concept])[0] if p["clip"] else None
+            self._grounded[a, b, key] = objects.persistence(
+                anchors,
+                found,
+                [texts[o.concept] for o in anchors],
+                p["appearance_weight"],
+                p["semantic_weight"],
+                p["match_threshold"],
+            )
+        return [self._grounded[a, b, key] for a, b in pairs]
+
+    def scene_objects(self, i: int, prompt: str, keep: int, p: dict) -> list:
+        """The :class:`~persistbench.metrics.objects.SceneObject` s of frame ``i`` for the concepts ``prompt``: boxes
+        above the thresholds, suppressed, the first ``keep``, masked, embedded and ranked."""
+        from persistbench.io.images import transformed
+        from persistbench.metrics import objects
+
+        key = (i, prompt, keep, json.dumps(p, sort_keys=True))
+        if key in self._scene_objects:
+            return self._scene_objects[key]
+        frame = self.frames[i]
+        h, w = frame.shape[:2]
+        found = self.backend(p["detector"]).detect(
+            frame, prompt, p["box_threshold"], p["text_threshold"], (p["detector_short_side"], p["detector_max_side"])
+        )
+        boxes = objects.cxcywh_to_xyxy(found.boxes, w, h)
+        kept = objects.nms(boxes, found.scores, p["nms_iou"]) if len(boxes) else np.zeros(0, np.int64)
+        kept = kept[:keep] if keep > 0 else kept
+        masks, _ = self.backend(p["segmenter"])(frame, boxes[kept])
+        parts = []
+        for j, mask in zip(kept, masks):
+            area = float(mask.sum()) / float(max(w * h, 1))
+            box = objects.pixel_box(boxes[j], w, h)
+            if area >= p["min_area_ratio"] and box is not None:
+                parts.append(
+                    (box, found.phrases[j], float(found.scores[j]), area, objects.masked_crop(frame, mask, box))
+                )
+        out = []
+        if parts:
+            size = p["feature_size"]
+            crops = np.concatenate([transformed(c[None], size, "torchvision-bicubic", size) for *_, c in parts])
+            feats = self.backend(p["features"]).embed(crops)
+            feats /= np.maximum(np.linalg.norm(feats, axis=1, keepdims=True), 1e-12)
+            clips = self.backend(p["clip"]).images([c for *_, c in parts]) if p["clip"] else [None] * len(parts)
+            out = [
+                objects.SceneObject(box, phrase, objects.clean_concept(phrase), score, area, f, c)
+                for (box, phrase, score, area, _), f, c in zip(parts, feats, clips)
+            ]
+        self._scene_objects[key] = objects.ranked(out, keep)
+        return self._scene_objects[key]
+
     def state_scores(self, pairs, p: dict) -> list[float | None]:
-        """R2M ``persistent_state`` of each pair: the judge's score in [1, 5] (None where it failed)."""
-        from persistbench.backends.judge import JudgmentFailed, Request, prompt_template
+        """R2M ``persistent_state`` of each pair (the first ``pairs_per_kind`` when the protocol sets it): the
+        judge's score in [1, 5] for :attr:`state_question` (None where it failed)."""
+        from persistbench.backends.judge import JudgmentFailed
         from persistbench.io.images import resize_images
 
-        judge, prompt = self.backend("judge"), prompt_template(p["prompt"])
+        pairs = list(pairs)[: p.get("pairs_per_kind") or None]
+        judge, question = self.backend("judge"), self.state_question or StateQuestion.shipped(p["prompt"])
         h, w = next(iter(self.frames.values())).shape[:2]
-        scale = min(1.0, p["max_side"] / max(h, w))
+        scale = min(1.0, p["max_side"] / max(h, w)) if p["max_side"] else 1.0
         size = (max(1, round(h * scale)), max(1, round(w * scale)))
-        small = {i: resize_images(self.frames[i][None], size)[0] for i in {i for pair in pairs for i in pair}}
-        reqs = [
-            Request(prompt, (small[a], small[b]), p["temperature"], p["max_tokens"], p["enable_thinking"])
-            for a, b in pairs
-        ]
-        answers = judge.ask_many(reqs, [parse_state] * len(reqs))
+        used = {i for pair in pairs for i in pair}
+        small = {i: self.frames[i] if scale == 1.0 else resize_images(self.frames[i][None], size)[0] for i in used}
+        reqs = [question.request((small[a], small[b]), p) for a, b in pairs]
+        answers = judge.ask_many(reqs, [question.parse] * len(reqs))
         self.judgments += answers
         return [None if isinstance(x, JudgmentFailed) else float(x.value) for x in answers]
+
+
+@dataclass(frozen=True)
+class StateQuestion:
+    """What the judge is asked for ``persistent_state`` and how its reply is read: the system and user prompts,
+    whether the prompt comes before the two images, the reply's JSON (``extract``) and its score (``parse``),
+    and how many invalid replies are asked again."""
+
+    system: str
+    user: str
+    text_first: bool
+    extract: Callable[[str], dict]
+    parse: Callable[[dict], float]
+    attempts: int
+
+    @property
+    def sha256(self) -> str:
+        """What a protocol's ``prompt_sha256`` pins: sha256 of the system prompt, a NUL, the user prompt (UTF-8)."""
+        import hashlib
+
+        return hashlib.sha256(f"{self.system}\0{self.user}".encode()).hexdigest()
+
+    @classmethod
+    def shipped(cls, prompt: str) -> StateQuestion:
+        """A question of ours: a prompt shipped with the protocols, its reply an integer score in ``<answer>``."""
+        from persistbench.backends.judge import ATTEMPTS, SYSTEM_PROMPT, extract_json, prompt_template
+
+        return cls(SYSTEM_PROMPT, prompt_template(prompt), False, extract_json, parse_state, ATTEMPTS)
+
+    def request(self, images: tuple[np.ndarray, np.ndarray], p: dict):
+        """The judge request for one pair's frames under the protocol section ``p``."""
+        from persistbench.backends.judge import Request
+
+        return Request(
+            self.user,
+            images,
+            p["temperature"],
+            p["max_tokens"],
+            p["enable_thinking"],
+            system=self.system,
+            text_first=self.text_first,
+            extract=self.extract,
+            attempts=self.attempts,
+        )
 
 
 def parse_state(obj: dict) -> int:

@@ -52,8 +52,9 @@ class MetricSpec:
     backend_keys: tuple[str, ...] = ()  # the keys of its protocol section that name model backends
 
     def backends(self, params: dict) -> list[str]:
-        """The model backends (:data:`persistbench.backends.BACKENDS`) computing it under ``params`` loads."""
-        return [params[k] for k in self.backend_keys]
+        """The model backends (:data:`persistbench.backends.BACKENDS`) computing it under ``params`` loads (a key
+        set to null names none)."""
+        return [params[k] for k in self.backend_keys if params[k] is not None]
 
     @property
     def optional_backends(self) -> tuple[str, ...]:
@@ -226,6 +227,14 @@ def _object(v: PairVideo, pairs, p: dict) -> list[float | None]:
     return v.object_scores(pairs, p)
 
 
+def _object_appearance(v: PairVideo, pairs, p: dict) -> list[float]:
+    return [a for a, _ in v.object_persistence(pairs, p)]
+
+
+def _object_semantic(v: PairVideo, pairs, p: dict) -> list[float]:
+    return [s for _, s in v.object_persistence(pairs, p)]
+
+
 def _state(v: PairVideo, pairs, p: dict) -> list[float | None]:
     return v.state_scores(pairs, p)
 
@@ -394,6 +403,21 @@ METRICS: dict[str, MetricSpec] = {
             params="object_consistency",
             backend_keys=("segmenter", "features"),
             extras=("vision",),
+        ),
+        *(
+            _model_pair(
+                name=name,
+                family="object",
+                value_range=(0.0, 1.0),
+                function=function,
+                params="object_persistence",
+                backend_keys=("detector", "segmenter", "features", "clip"),
+                extras=("vision",),
+            )
+            for name, function in (
+                ("object_appearance_persistence", _object_appearance),
+                ("object_semantic_persistence", _object_semantic),
+            )
         ),
         _model_pair(
             name="persistent_state",

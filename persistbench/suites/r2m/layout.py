@@ -6,6 +6,7 @@ A dataset root is a checkout of R2M-Bench's repository plus its images::
     trajectories/trajectory_<T>_30s.json      {"0": {"extrinsic": 4x4, "K": 3x3}, ...}
     test_imgs/<id>.png                        the Hugging Face dataset's folder (GD-ML/R2MBench)
     generated_imgs/<id>.png                   what the metadata names (upstream asks for a symlink: one inside the checkout)
+    src/metrics/persistent_state.py           upstream's code: its judge prompts are read from it (never run)
 
 Predictions: ``<run>/<T>/<id>.mp4`` or ``<run>/<T>/<id>/gen.mp4`` (upstream; ours adds
 ``<run>/<T>/<id>/case.json``). Pair files: ``<scores>/pairs/<T>.json``. Synthetic trees add
@@ -46,6 +47,11 @@ def video_paths(run: Path, trajectory: str, case_id: str) -> tuple[Path, Path]:
 def pairs_path(directory: Path, trajectory: str, n_video: int | None = None) -> Path:
     """A trajectory's pair file (upstream's name), or the one sampled for a video of ``n_video`` frames."""
     return child(directory, f"{trajectory}.json" if n_video is None else f"{trajectory}_{n_video}frames.json")
+
+
+def state_source(root: Path) -> Path:
+    """Upstream's persistent-state module in a checkout, whose judge prompts ``upstream-88e0cd9`` asks with."""
+    return child(root, "src", "metrics", "persistent_state.py")
 
 
 def synth_video(root: Path, kind: str, trajectory: str, case_id: str) -> Path:

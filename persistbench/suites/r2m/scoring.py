@@ -18,6 +18,7 @@ import numpy as np
 
 from persistbench.backends import BackendUnavailable, check_backend, merged_provenance, provenance
 from persistbench.backends.judge import failure_line, merge_tallies, tally
+from persistbench.core.errors import PersistbenchError
 from persistbench.core.protocol import (
     Check,
     Protocol,
@@ -27,12 +28,15 @@ from persistbench.core.protocol import (
     one_of,
     optional,
     section,
+    sha256_hex,
     size_hw,
+    text,
 )
 from persistbench.core.suite import CaseScores, keep_unavailable
-from persistbench.metrics.pair_video import PairVideo
+from persistbench.metrics.pair_video import PairVideo, StateQuestion
 from persistbench.metrics.registry import METRICS, families, order
-from persistbench.suites.r2m import pairs, upstream_pairs
+from persistbench.suites.r2m import layout, pairs, upstream_pairs, upstream_state
+from persistbench.suites.r2m.data import Checkout
 from persistbench.suites.r2m.pairs import MAX_PAIRS
 from persistbench.suites.r2m.upstream_metrics import ROUNDING, mean_digits, rounded, value_digits
 
@@ -56,6 +60,7 @@ def by_sampler(variants: dict[str, dict[str, Check]]) -> Check:
 
 SCHEMA = {
     "metrics": metric_list(PAIR_METRICS),
+    "extras": metric_list(PAIR_METRICS, empty=True),
     "pairs": by_sampler(
         {
             pairs.SAMPLER: {
@@ -126,14 +131,37 @@ SCHEMA = {
             "overlap": number(0.0, 1.0),
         }
     ),
+    "object_persistence": section(
+        {
+            "detector": one_of("grounding-dino"),
+            "segmenter": one_of("sam2-image"),
+            "features": one_of("dinov2-base"),
+            "clip": optional(one_of("clip-vit-b32")),
+            "text_prompt": text(1, 2000),
+            "box_threshold": number(0.0, 1.0),
+            "text_threshold": number(0.0, 1.0),
+            "nms_iou": number(0.0, 1.0),
+            "max_objects": number(0, 100, integer=True),
+            "max_candidates": number(0, 100, integer=True),
+            "min_area_ratio": number(0.0, 1.0),
+            "match_threshold": number(0.0, 1.0),
+            "appearance_weight": number(0.0, 100.0),
+            "semantic_weight": number(0.0, 100.0),
+            "detector_short_side": number(16, 4096, integer=True),
+            "detector_max_side": number(16, 8192, integer=True),
+            "feature_size": number(14, 4096, integer=True),
+        }
+    ),
     "persistent_state": section(
         {
             "backend": one_of("judge"),
-            "prompt": one_of("state-v1"),
-            "max_side": number(64, 4096, integer=True),
+            "prompt": one_of("state-v1", upstream_state.PROMPT),
+            "prompt_sha256": optional(sha256_hex),
+            "max_side": optional(number(64, 4096, integer=True)),
             "temperature": number(0.0, 2.0),
             "max_tokens": number(16, 65536, integer=True),
-            "enable_thinking": one_of(False, True),
+            "enable_thinking": one_of(False, True, None),
+            "pairs_per_kind": optional(number(1, MAX_PAIRS, integer=True)),
         }
     ),
     "epsilon": number(0.0, 1.0),
@@ -211,13 +239,39 @@ def from_means(means: dict[str, float | None], higher_is_better: bool, epsilon: 
     return {**out, "memory_gain": mg, "dynamic_range": dr, "valid": bool(dr > epsilon)}
 
 
+def state_question(checkout: Checkout, protocol: Protocol) -> StateQuestion:
+    """``persistent_state``'s question under ``protocol``: a prompt we ship, or upstream's question with the prompts of
+    the checkout's ``src/metrics/persistent_state.py`` (:mod:`upstream_state`); one line when they cannot be read or
+    are not the ones the protocol's ``prompt_sha256`` pins."""
+    p = protocol.config["persistent_state"]
+    if p["prompt"] == upstream_state.PROMPT:
+        where = checkout.confined(layout.state_source(checkout.root))
+        question = upstream_state.question(where)
+    else:
+        where, question = f"prompt {p['prompt']}", StateQuestion.shipped(p["prompt"])
+    if p["prompt_sha256"] is not None and question.sha256 != p["prompt_sha256"]:
+        raise PersistbenchError(
+            f"{where}: its prompts have sha256 {question.sha256[:12]}…, not the protocol's {p['prompt_sha256'][:12]}… "
+            "(other prompts: use a protocol that pins them)"
+        )
+    return question
+
+
 def score_video(
-    frames: dict[int, np.ndarray], n_video: int, n_poses: int, pair_file: dict, protocol: Protocol, ctx, ids
+    frames: dict[int, np.ndarray],
+    n_video: int,
+    n_poses: int,
+    pair_file: dict,
+    protocol: Protocol,
+    ctx,
+    ids,
+    question: StateQuestion | PersistbenchError | None = None,
 ) -> PairCaseScores:
-    """Scores of one decoded video: ``frames`` holds every frame the pairs use that the video has."""
+    """Scores of one decoded video: ``frames`` holds every frame the pairs use that the video has; ``question``
+    is :func:`state_question`'s (or why it cannot be asked: ``persistent_state`` is then unavailable)."""
     kept = {k: [p for p in pair_file[k] if p[1] < n_video] for k in KINDS}
     dropped = {k: len(pair_file[k]) - len(kept[k]) for k in KINDS}
-    video = PairVideo(frames, ctx.backends)
+    video = PairVideo(frames, ctx.backends, state_question=None if isinstance(question, Exception) else question)
     values, rel, unavailable, judged = {}, {}, dict(ctx.unavailable), {}
     used = []
     for m in order(ctx.wanted):
@@ -226,6 +280,9 @@ def score_video(
             continue
         if spec.backend_keys and (why := _unavailable(spec, protocol.params(m), ctx.backends)):
             unavailable[m] = why
+            continue
+        if m == "persistent_state" and isinstance(question, Exception):
+            unavailable[m] = str(question)
             continue
         asked_before = len(video.judgments)
         digits = value_digits(m, protocol.config["rounding"])

@@ -36,6 +36,8 @@ UPSTREAM: dict[str, UpstreamMetric] = {
     "scene_identity_mutualvpr": UpstreamMetric("mvpr_similarity", "scene_identity", 6, 6),
     "lightglue_match_ratio": UpstreamMetric("match_ratio", "geometric", 4, 6),
     "lightglue_inlier_ratio": UpstreamMetric("ransac_inlier_ratio", "geometric", 6, 6),
+    "object_appearance_persistence": UpstreamMetric("object_appearance_persistence", "object", 6, 6),
+    "object_semantic_persistence": UpstreamMetric("object_semantic_persistence", "object", 6, 6),
     "persistent_state": UpstreamMetric("state_score", "persistent_state", None, None),
 }
 OURS = {u.key: m for m, u in UPSTREAM.items()}  # upstream's key -> our metric

@@ -73,6 +73,20 @@ def _video_nmr(agg: dict[str, dict]) -> dict[str, float]:
     return out
 
 
+def _object_nmr(agg: dict[str, dict]) -> dict[str, dict]:
+    """A video's own NMR per key, as ``object_identity.compute_object_nmr`` gives it (not valid at a range <= 1e-8)."""
+    out = {}
+    for key in agg["revisit"]:
+        if key not in agg["baseline"] or key not in agg["short"]:
+            continue
+        r, b, s = (agg[k][key]["mean"] for k in KINDS)
+        dr, mg = s - b, r - b
+        valid = dr > 1e-8
+        value = round(float(mg / (dr + 1e-8)), 6) if valid else None
+        out[key] = {"value": value, "valid": valid, "mg": round(float(mg), 6), "dr": round(float(dr), 6)}
+    return out
+
+
 def _state_nmr(scores: dict[str, list[float]]) -> dict:
     """``compute_gemini_nmr``'s block of a video's judge scores."""
     if not all(scores[k] for k in KINDS):
@@ -88,7 +102,8 @@ def write(root: Path, model: str, records: list[dict]) -> list[Path]:
     """Write our per-video records (one run of ``model``) in upstream's layout under ``root``; the files written.
 
     A video enters a family's file when it has a value of one of the family's metrics; the state file
-    holds the judge's scores (its failures left out) and the pairs they were given for.
+    holds the judge's scores (its failures left out) and the pairs it was asked about (the first
+    ``pairs_per_kind`` of each kind, as upstream's ``select_for_video`` keeps them).
     """
     if name_problem(model):
         raise PersistbenchError(f"{model!r}: not usable as upstream's task name ({name_problem(model)})")
@@ -103,7 +118,7 @@ def write(root: Path, model: str, records: list[dict]) -> list[Path]:
             kept = {k: [x for x in values[k] if x is not None] for k in KINDS}
             if up.family == STATE_DIR:
                 states.setdefault(task, {})[r["uid"]] = {
-                    **{f"{k}_pairs": r["pairs"][k] for k in KINDS},
+                    **{f"{k}_pairs": r["pairs"][k][: len(values[k])] for k in KINDS},
                     **{f"{k}_scores": kept[k] for k in KINDS},
                     "nmr": _state_nmr(kept),
                 }
@@ -117,7 +132,7 @@ def write(root: Path, model: str, records: list[dict]) -> list[Path]:
     written = []
     for (family, task), videos in sorted(per_family.items()):
         for v in videos.values():
-            v["nmr"] = _video_nmr(v)
+            v["nmr"] = (_object_nmr if family == "object" else _video_nmr)(v)
         path = child(root, family, task, "shard_0", "results.json")
         write_json(path, {"global_summary": {"num_videos": len(videos), "families": [family]}, "per_video": videos})
         written.append(path)
