@@ -319,7 +319,7 @@ def pose_run(r2m, tmp_path) -> Path:
 def test_a_pair_file_gives_only_its_pairs_and_a_bounded_meta(r2m, pose_run, tmp_path):
     first = run_cli("score", "--pred", pose_run, "--dataset", r2m, "--metrics", "frame_psnr", "--no-progress")
     assert first.returncode == 0, first.stdout + first.stderr
-    written = pose_run / "scores" / "r2m-v1" / "pairs"
+    written = pose_run / "scores" / "r2m-v2" / "pairs"
     theirs = Path(shutil.copytree(written, tmp_path / "theirs"))
     for f in theirs.iterdir():
         data = json.loads(f.read_text())

@@ -471,7 +471,7 @@ def test_r2m_fields_are_checked(tmp_path, field):
 
 
 def test_protocols_belong_to_their_suite(tmp_path):
-    with pytest.raises(PersistbenchError, match=r"no such protocol \(shipped: r2m-v1, r2m-v2, r2m-paper-v1\)"):
+    with pytest.raises(PersistbenchError, match=r"no such protocol \(shipped: r2m-v2, r2m-paper-v1, r2m-v1\)"):
         R2MBench.load_protocol("classic-v1")
     with pytest.raises(PersistbenchError, match=r"metrics: unknown \['psnr'\]"):
         _load(R2MBench, _set(R2M, "metrics", ["psnr"]), tmp_path)

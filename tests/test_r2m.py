@@ -32,8 +32,8 @@ def tree(r2m_tree) -> Path:
     return r2m_tree
 
 
-def _score(pred: Path, dataset: Path, metrics=APPEARANCE, allow_partial: bool = False) -> dict:
-    opts = ScoreOptions(pred=pred, dataset=dataset, metrics=metrics)
+def _score(pred: Path, dataset: Path, metrics=APPEARANCE, allow_partial: bool = False, protocol=None) -> dict:
+    opts = ScoreOptions(pred=pred, dataset=dataset, metrics=metrics, protocol=protocol)
     return score(opts, allow_partial=allow_partial, progress=False).value
 
 
@@ -164,17 +164,17 @@ def test_pair_files_do_not_depend_on_videos_workers_or_shards(tree, tmp_path):
     for k in range(3):
         score(ScoreOptions(pred=b, dataset=tree, **opts), shard=Shard(k, 3), allow_partial=True, progress=False)
     for t in synth.TEMPLATES:
-        pa = a / "scores" / "r2m-v1" / "pairs" / f"{t}.json"
-        assert pa.read_bytes() == (b / "scores" / "r2m-v1" / "pairs" / f"{t}.json").read_bytes()
-    case_a = json.loads((a / "scores" / "r2m-v1" / "DDDAAA" / "0001.json").read_text())
-    case_b = json.loads((b / "scores" / "r2m-v1" / "DDDAAA" / "0001.json").read_text())
+        pa = a / "scores" / "r2m-v2" / "pairs" / f"{t}.json"
+        assert pa.read_bytes() == (b / "scores" / "r2m-v2" / "pairs" / f"{t}.json").read_bytes()
+    case_a = json.loads((a / "scores" / "r2m-v2" / "DDDAAA" / "0001.json").read_text())
+    case_b = json.loads((b / "scores" / "r2m-v2" / "DDDAAA" / "0001.json").read_text())
     assert case_a["pairs"] == case_b["pairs"] and case_a["values"] == case_b["values"]
 
 
 def test_upstream_pair_files_round_trip(tree, tmp_path):
     run = Path(shutil.copytree(tree / "videos" / "pose", tmp_path / "run"))
     first = _score(run, tree, metrics=("frame_psnr",))
-    theirs = Path(shutil.copytree(run / "scores" / "r2m-v1" / "pairs", tmp_path / "their_pairs"))
+    theirs = Path(shutil.copytree(run / "scores" / "r2m-v2" / "pairs", tmp_path / "their_pairs"))
     for f in theirs.iterdir():  # upstream's files carry meta of their own
         data = json.loads(f.read_text())
         f.write_text(json.dumps({k: data[k] for k in scoring.KINDS} | {"meta": {"from": "upstream"}}))
@@ -264,14 +264,21 @@ def test_synthetic_videos_score_as_designed(kind_summaries):
         assert time["metrics"][m]["nmr"] < 0.2, m
         assert static["metrics"][m]["nmr"] is None and static["metrics"][m]["excluded"] == 6
     assert pose["families"]["appearance"]["nmr"] > 0.8 and time["families"]["appearance"]["nmr"] < 0.2
-    assert short["short_videos"] == 6 and sum(short["dropped_pairs"].values()) > 0
+    # a video shorter than its trajectory gets the pairs upstream's sampler draws for its length: none dropped
+    assert short["short_videos"] == 6 and sum(short["dropped_pairs"].values()) == 0
     assert pose["short_videos"] == 0 and sum(pose["dropped_pairs"].values()) == 0
+
+
+def test_under_our_sampler_a_short_video_drops_the_pairs_beyond_it(tree, tmp_path):
+    run = Path(shutil.copytree(tree / "videos" / "short", tmp_path / "short"))
+    summary = _score(run, tree, allow_partial=True, protocol="r2m-v1")
+    assert summary["short_videos"] == 6 and sum(summary["dropped_pairs"].values()) > 0
 
 
 def test_identical_frames_take_the_capped_psnr(tree, tmp_path):
     run = Path(shutil.copytree(tree / "videos" / "static", tmp_path / "static"))
     _score(run, tree, metrics=("frame_psnr",))
-    case = json.loads((run / "scores" / "r2m-v1" / "DDDAAA" / "0001.json").read_text())
+    case = json.loads((run / "scores" / "r2m-v2" / "DDDAAA" / "0001.json").read_text())
     assert set(case["values"]["frame_psnr"]["revisit"]) == {100.0}
     assert case["relative"]["frame_psnr"]["dynamic_range"] == 0.0 and not case["relative"]["frame_psnr"]["valid"]
 
@@ -293,8 +300,8 @@ def test_infer_then_score_in_our_layout_and_upstreams(tree, tmp_path):
     for key in ("trajectories", "metrics", "families", "overall"):
         assert ours[key] == theirs[key], key
     assert ours["metrics"]["frame_psnr"]["nmr"] > 0.5  # the warp remembers the rotations
-    a = json.loads((tmp_path / "warp" / "scores" / "r2m-v1" / "WSLRRLL" / "0001.json").read_text())
-    b = json.loads((flat / "scores" / "r2m-v1" / "WSLRRLL" / "0001.json").read_text())
+    a = json.loads((tmp_path / "warp" / "scores" / "r2m-v2" / "WSLRRLL" / "0001.json").read_text())
+    b = json.loads((flat / "scores" / "r2m-v2" / "WSLRRLL" / "0001.json").read_text())
     assert a["values"] == b["values"] and a["prediction_sha256"] == b["prediction_sha256"]
     hold = tmp_path / "hold"
     infer(InferOptions(dataset=tree, output=hold, model="hold"), progress=False)
@@ -317,7 +324,7 @@ def test_cli_scores_an_upstream_tree_with_the_suite_detected(tree, tmp_path):
     assert result.exit_code == 0, result.output
     assert "| appearance | frame_psnr |" in result.output and "Overall NMR" in result.output
     bad = CliRunner().invoke(main, ["score", "--pred", str(run), "--dataset", str(tree), "--metrics", "psnr"])
-    assert bad.exit_code == 2 and "unknown metrics ['psnr'] for protocol r2m-v1" in bad.output
+    assert bad.exit_code == 2 and "unknown metrics ['psnr'] for protocol r2m-v2" in bad.output
     declared = _score(run, tree, metrics=("frame_psnr", "frame_lpips", "scene_identity"), allow_partial=True)
     why = declared["unavailable"]["scene_identity"]
     assert "dinov2-base" in why and "--weights" in why and "\n" not in why

@@ -73,4 +73,4 @@ class NmrScorer(Scorer):
 
 
 NMR = NmrScorer()
-SCORERS = {"r2m-v1": NMR, "r2m-v2": NMR, "r2m-paper-v1": NMR}
+SCORERS = {"r2m-v2": NMR, "r2m-paper-v1": NMR, "r2m-v1": NMR}

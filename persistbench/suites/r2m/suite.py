@@ -1,4 +1,4 @@
-"""R2M-Bench as a suite: upstream's checkout read unchanged, generated videos, relative revisit scores (``r2m-v1``).
+"""R2M-Bench as a suite: upstream's checkout read unchanged, generated videos, relative revisit scores (``r2m-v2``).
 
 What the model gets (:meth:`R2MBench.request`): the conditioning image as a one-frame input at
 pose 0, the prompt, and every pose of the trajectory as target cameras; it returns one frame per
