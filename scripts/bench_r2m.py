@@ -7,11 +7,12 @@ frame; PSNR and SSIM are OpenCV box filters in float64. The reference path does 
 and ``structural_similarity`` (``win_size=7``) and scikit-image's SIFT + ``match_descriptors`` + RANSAC on a
 fundamental matrix, both frames from scratch (given decoded frames, so decoding is not counted against it).
 Both paths run in this process on the same synthetic video at ``--size`` over the pairs the default protocol
-(``r2m-v2``: upstream's sampler) samples for it; the reference runs on the first ``--reference`` pairs only
-(it is slow) and is reported per pair. Prints medians of ``--repeat`` runs, the ratio, and the projected time
+(``r2m-v2``: upstream's sampler) samples for it; the reference runs on ``--reference`` pairs only (it is slow),
+spread evenly over the revisit, baseline and short lists (its time per pair depends on the frames: the first
+few revisit pairs alone gave anything from 7x to 20x), and is reported per pair. Prints medians of ``--repeat`` runs, the ratio, and the projected time
 of the 300 videos of R2M-Bench.
 
-Run: ``python scripts/bench_r2m.py [--size 270x480] [--reference 6] [--repeat 3]``.
+Run: ``python scripts/bench_r2m.py [--size 270x480] [--reference 12] [--repeat 3]``.
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ def reference_pair(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float, f
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", default="270x480", help="HxW of the video")
-    ap.add_argument("--reference", type=int, default=6, help="pairs the scikit-image path runs on")
+    ap.add_argument("--reference", type=int, default=12, help="pairs the scikit-image path runs on")
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     h, w = (int(v) for v in args.size.split("x"))
@@ -85,7 +86,8 @@ def main() -> None:
         n_pairs = runs[0][1]
         ours_s = statistics.median(r[0] for r in runs)
         frames = dict(enumerate(read_frames(video)))
-        subset = [tuple(p) for p in pair_file["revisit"][: args.reference]]
+        every = [tuple(p) for kind in ("revisit", "baseline", "short") for p in pair_file[kind]]
+        subset = [every[round(i * (len(every) - 1) / max(args.reference - 1, 1))] for i in range(args.reference)]
         ref_times = []
         for _ in range(args.repeat):
             start = time.perf_counter()

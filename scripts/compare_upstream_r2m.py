@@ -127,9 +127,10 @@ def _our_rows(summary: dict) -> dict[str, list[str]]:
     return out
 
 
-def compare_run(upstream: Path, run: Path, protocol: str) -> int:
-    """Upstream's compute_nmr_summary on the run's upstream-form results against our summary; failures."""
-    scores = run / "scores" / protocol
+def compare_run(upstream: Path, run: Path, dirname: str) -> int:
+    """Upstream's compute_nmr_summary on the run's upstream-form results (``scores/<dirname>/upstream``) against our
+    summary; failures."""
+    scores = run / "scores" / dirname
     summary = json.loads((scores / "summary.json").read_text())
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "summary.md"
@@ -163,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("upstream", type=Path, help="a local copy of AMAP-ML/R2MBench")
     parser.add_argument("run", type=Path, nargs="?", help="a run scored by persistbench score (optional)")
     parser.add_argument("--lengths", default="481,400,121", help="video lengths to sample for (frames)")
-    parser.add_argument("--protocol", default="r2m-v2", help="the run's scores folder")
+    parser.add_argument("--protocol", default="r2m-v2", help="the protocol (name or file) the run was scored with")
     args = parser.parse_args(argv)
     lengths = [int(v) for v in args.lengths.split(",")]
     length = [lengths[0]]
@@ -173,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(args.upstream / "src"))
     import sample_pairs  # upstream's
 
-    params = R2MBench.load_protocol(args.protocol).config["pairs"]
+    protocol = R2MBench.load_protocol(args.protocol)
+    params = protocol.config["pairs"]
     failures = 0
     for path in sorted((args.upstream / "trajectories").glob("trajectory_*.json")):
         traj = read_trajectory(path)
@@ -198,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
             sizes = ", ".join(f"{k} {len(ours[k])}/{len(theirs[k])}{'' if same[k] else ' DIFFERENT'}" for k in KINDS)
             print(f"  n_video {n}: {'equal' if all(same.values()) else 'DIFFERENT'} (ours/upstream's: {sizes})")
     if args.run is not None:
-        failures += compare_run(args.upstream, args.run, args.protocol)
+        failures += compare_run(args.upstream, args.run, protocol.dirname)
     return 1 if failures else 0
 
 

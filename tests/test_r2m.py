@@ -211,6 +211,18 @@ def test_pair_metrics_agree_with_scikit_image():
     assert pair_metrics.ssim(a, a) == pytest.approx(1.0)
 
 
+@pytest.mark.parametrize("budget", [1 << 30, 1])  # every frame kept; at most two frames kept
+def test_a_videos_ssim_shares_each_frames_part_and_gives_the_pairs_values(budget, monkeypatch):
+    from persistbench.metrics import pair_video
+
+    monkeypatch.setattr(pair_video, "SSIM_CACHE_BYTES", budget)
+    rng = np.random.default_rng(2)
+    frames = {i: rng.integers(0, 256, (20, 30, 3), dtype=np.uint8) for i in range(5)}
+    pairs = [(3, 1), (0, 4), (1, 3), (0, 2), (4, 0), (2, 2)]
+    got = pair_video.PairVideo(frames).ssim_values(pairs, 7, 255.0, 0.01, 0.03)
+    assert got == [pair_metrics.ssim(frames[a], frames[b]) for a, b in pairs]  # bit for bit, in the pairs' order
+
+
 def test_sift_ratios_see_the_same_scene_and_not_noise():
     import cv2
 

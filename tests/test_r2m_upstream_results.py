@@ -154,6 +154,37 @@ def test_judge_scores_go_to_the_state_file_without_failures(tmp_path):
     assert set(UPSTREAM) >= {"persistent_state"}
 
 
+def test_object_family_goes_to_upstreams_object_folder_with_its_nmr_block(tmp_path):
+    values = {
+        "object_appearance_persistence": {"revisit": [0.9, 0.7], "baseline": [0.2, 0.4], "short": [0.95, 0.85]},
+        "object_semantic_persistence": {"revisit": [0.5], "baseline": [0.5], "short": [0.5]},  # no range: not valid
+    }
+    pairs = {k: [[0, 1]] * 2 for k in scoring.KINDS}
+    record = {"uid": "0001", "subset": "WSLRRLL", "values": values, "pairs": pairs}
+    written = upstream_results.write(tmp_path, "m", [record])
+    assert [p.relative_to(tmp_path).as_posix() for p in written] == ["object/m_WSLRRLL_30s/shard_0/results.json"]
+    video = json.loads(written[0].read_text())["per_video"]["0001"]
+    assert video["revisit"]["object_appearance_persistence"]["mean"] == 0.8
+    r, b, s = 0.8, 0.3, 0.9  # object_identity.compute_object_nmr: (R - B) / (S - B + 1e-8), valid when S - B > 1e-8
+    assert video["nmr"]["object_appearance_persistence"] == {
+        "value": round((r - b) / (s - b + 1e-8), 6),
+        "valid": True,
+        "mg": round(r - b, 6),
+        "dr": round(s - b, 6),
+    }
+    assert video["nmr"]["object_semantic_persistence"] == {"value": None, "valid": False, "mg": 0.0, "dr": 0.0}
+    back = upstream_results.read(tmp_path)["m"][0]["means"]
+    assert back["object_appearance_persistence"] == {"revisit": 0.8, "baseline": 0.3, "short": 0.9}
+
+
+def test_the_state_file_lists_the_pairs_the_judge_was_asked_about(tmp_path):
+    values = {"persistent_state": {"revisit": [5.0, 4.0], "baseline": [2.0], "short": [5.0]}}  # pairs_per_kind
+    pairs = {k: [[0, 1], [2, 3], [4, 5]] for k in scoring.KINDS}
+    record = {"uid": "0001", "subset": "DDDAAA", "values": values, "pairs": pairs}
+    video = json.loads(upstream_results.write(tmp_path, "m", [record])[0].read_text())["videos"]["0001"]
+    assert video["revisit_pairs"] == [[0, 1], [2, 3]] and video["baseline_pairs"] == [[0, 1]]
+
+
 @pytest.mark.parametrize(
     "damage, needle",
     [

@@ -35,22 +35,62 @@ def _box(a: np.ndarray, window: int) -> np.ndarray:
     return cv2.boxFilter(a, cv2.CV_64F, (window, window), normalize=True, borderType=cv2.BORDER_REFLECT)
 
 
+@dataclass
+class SsimFrame:
+    """What SSIM needs of one frame, whatever it is paired with (``(H, W, C)`` float64 each): the frame, its local
+    means ``mean``, their squares ``mean_sq`` and its local sample variances ``var`` (uniform ``window``)."""
+
+    x: np.ndarray = field(repr=False)
+    mean: np.ndarray = field(repr=False)
+    mean_sq: np.ndarray = field(repr=False)
+    var: np.ndarray = field(repr=False)
+
+    @property
+    def nbytes(self) -> int:
+        return 4 * self.x.nbytes
+
+
+def ssim_frame(a: np.ndarray, window: int = 7) -> SsimFrame:
+    """:class:`SsimFrame` of a frame (uniform ``window`` x ``window`` means, reflected borders)."""
+    x = a.astype(np.float64)
+    n = window * window
+    mean = _box(x, window)
+    mean_sq = mean * mean
+    var = _box(x * x, window)
+    var -= mean_sq
+    var *= n / (n - 1)  # sample covariance
+    return SsimFrame(x, mean, mean_sq, var)
+
+
+def ssim_of(fa: SsimFrame, fb: SsimFrame, window: int = 7, data_range: float = 255.0, k1=0.01, k2=0.03) -> float:
+    """SSIM of two frames' :class:`SsimFrame` (see :func:`ssim`)."""
+    n = window * window
+    uxy = fa.mean * fb.mean
+    vxy = _box(fa.x * fb.x, window)
+    vxy -= uxy
+    vxy *= n / (n - 1)
+    c1, c2 = (k1 * data_range) ** 2, (k2 * data_range) ** 2
+    num = uxy
+    num *= 2
+    num += c1
+    vxy *= 2
+    vxy += c2
+    num *= vxy
+    den = fa.mean_sq + fb.mean_sq
+    den += c1
+    var = fa.var + fb.var
+    var += c2
+    den *= var
+    num /= den
+    pad = (window - 1) // 2
+    return float(num[pad : num.shape[0] - pad, pad : num.shape[1] - pad].mean())
+
+
 def ssim(a: np.ndarray, b: np.ndarray, window: int = 7, data_range: float = 255.0, k1=0.01, k2=0.03) -> float:
     """scikit-image's default ``structural_similarity(a, b, channel_axis=-1, data_range=255)`` of two frames:
     uniform ``window`` x ``window`` means (reflected borders), sample covariance, the border of half a
     window cropped, the mean over pixels and channels."""
-    x, y = a.astype(np.float64), b.astype(np.float64)
-    n = window * window
-    norm = n / (n - 1)  # sample covariance
-    ux, uy = _box(x, window), _box(y, window)
-    uxx, uyy, uxy = ux * ux, uy * uy, ux * uy
-    vx = norm * (_box(x * x, window) - uxx)
-    vy = norm * (_box(y * y, window) - uyy)
-    vxy = norm * (_box(x * y, window) - uxy)
-    c1, c2 = (k1 * data_range) ** 2, (k2 * data_range) ** 2
-    s = ((2 * uxy + c1) * (2 * vxy + c2)) / ((uxx + uyy + c1) * (vx + vy + c2))
-    pad = (window - 1) // 2
-    return float(s[pad : s.shape[0] - pad, pad : s.shape[1] - pad].mean())
+    return ssim_of(ssim_frame(a, window), ssim_frame(b, window), window, data_range, k1, k2)
 
 
 @dataclass

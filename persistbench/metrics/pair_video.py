@@ -17,6 +17,8 @@ import numpy as np
 
 from persistbench.metrics import pair as pair_metrics
 
+SSIM_CACHE_BYTES = 512 << 20  # the frames' SSIM shares kept at once (a 1080p frame's is about 200 MB)
+
 
 @dataclass
 class PairVideo:
@@ -49,6 +51,31 @@ class PairVideo:
         from persistbench.io.images import transformed
 
         return transformed(np.stack([self.frames[i] for i in indices]), size, preprocess, crop)
+
+    def ssim_values(self, pairs, window: int, data_range: float, k1: float, k2: float) -> list[float]:
+        """SSIM of each pair (:func:`persistbench.metrics.pair.ssim`), each frame's share computed once while it is
+        among the last :data:`SSIM_CACHE_BYTES` of them (the pairs visited in frame order)."""
+        from collections import OrderedDict
+
+        kept: OrderedDict[int, pair_metrics.SsimFrame] = OrderedDict()
+        size = 0
+
+        def frame(i: int) -> pair_metrics.SsimFrame:
+            nonlocal size
+            if i in kept:
+                kept.move_to_end(i)
+                return kept[i]
+            f = kept[i] = pair_metrics.ssim_frame(self.frames[i], window)
+            size += f.nbytes
+            while size > SSIM_CACHE_BYTES and len(kept) > 2:
+                size -= kept.popitem(last=False)[1].nbytes
+            return f
+
+        out = [0.0] * len(pairs)
+        for k in sorted(range(len(pairs)), key=lambda k: tuple(pairs[k])):
+            a, b = pairs[k]
+            out[k] = pair_metrics.ssim_of(frame(a), frame(b), window, data_range, k1, k2)
+        return out
 
     def sift_ratios(self, a: int, b: int, ratio: float, ransac_px: float, confidence: float) -> tuple[float, float]:
         """Both SIFT ratios of the pair ``(a, b)`` (match, inlier), matched once for the two metrics."""

@@ -148,9 +148,7 @@ def _pair_psnr(v: PairVideo, pairs, p: dict) -> list[float]:
 
 
 def _pair_ssim(v: PairVideo, pairs, p: dict) -> list[float]:
-    return [
-        pair_metrics.ssim(v.frames[a], v.frames[b], p["window"], p["data_range"], p["k1"], p["k2"]) for a, b in pairs
-    ]
+    return v.ssim_values(pairs, p["window"], p["data_range"], p["k1"], p["k2"])
 
 
 def _pair_lpips(v: PairVideo, pairs, p: dict) -> list[float]:

@@ -60,13 +60,17 @@ def _stats(values: list[float]) -> dict:
     }
 
 
+def _kind_means(agg: dict[str, dict]):
+    """``(key, R, B, S)`` of each metric a video's aggregate has for all three kinds of pair."""
+    for key in agg["revisit"]:
+        if key in agg["baseline"] and key in agg["short"]:
+            yield (key, *(agg[k][key]["mean"] for k in KINDS))
+
+
 def _video_nmr(agg: dict[str, dict]) -> dict[str, float]:
     """A video's own NMR per key, as ``eval_gpu_metrics._compute_nmr`` gives it (0 at a range <= 1e-5)."""
     out = {}
-    for key in agg["revisit"]:
-        if key not in agg["baseline"] or key not in agg["short"]:
-            continue
-        r, b, s = (agg[k][key]["mean"] for k in KINDS)
+    for key, r, b, s in _kind_means(agg):
         sign = 1.0 if METRICS[OURS[key]].higher_is_better else -1.0
         dyn, num = sign * (s - b), sign * (r - b)
         out[key] = 0.0 if dyn <= MIN_DYNAMIC_RANGE else round(float(num / dyn), 6)
@@ -76,10 +80,7 @@ def _video_nmr(agg: dict[str, dict]) -> dict[str, float]:
 def _object_nmr(agg: dict[str, dict]) -> dict[str, dict]:
     """A video's own NMR per key, as ``object_identity.compute_object_nmr`` gives it (not valid at a range <= 1e-8)."""
     out = {}
-    for key in agg["revisit"]:
-        if key not in agg["baseline"] or key not in agg["short"]:
-            continue
-        r, b, s = (agg[k][key]["mean"] for k in KINDS)
+    for key, r, b, s in _kind_means(agg):
         dr, mg = s - b, r - b
         valid = dr > 1e-8
         value = round(float(mg / (dr + 1e-8)), 6) if valid else None
