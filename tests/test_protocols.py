@@ -205,8 +205,8 @@ OBJECT_BASE = {  # small and permissive: every detection kept, so that each fiel
     "feature_size": 28,
     "box_threshold": 0.0,
     "text_threshold": 0.0,
-    "max_objects": 0,  # all
-    "max_candidates": 0,
+    "max_objects": 3,
+    "max_candidates": 3,
     "min_area_ratio": 0.0,
     "match_threshold": 0.0,
 }
@@ -348,8 +348,11 @@ def test_r2m_model_fields_act(tmp_path, checkpoints, field):
             base["lightglue"][key] = value
             new["lightglue"][key] = R2M_MODEL_VALUES[field] if field == f"lightglue.{key}" else value
     if section == "object_persistence":
-        base["object_persistence"].update(OBJECT_BASE)
-        new["object_persistence"].update({k: v for k, v in OBJECT_BASE.items() if k != field.split(".")[1]})
+        small = dict(OBJECT_BASE)
+        if field.split(".")[1] in ("nms_iou", "appearance_weight", "semantic_weight"):  # these act among many
+            small.update(max_objects=0, max_candidates=0)  # all the random detector's boxes
+        base["object_persistence"].update(small)
+        new["object_persistence"].update({k: v for k, v in small.items() if k != field.split(".")[1]})
     if section == "object_consistency":  # start from every candidate kept, change one bound
         keep = {"grid": 2, "min_area": 0.0, "max_area": 1.0, "overlap": 1.0}
         base["object_consistency"].update(keep)
