@@ -683,6 +683,13 @@ def test_r2m_backends_missing_are_unavailable_or_stop_the_run(r2m_tree, tmp_path
         and "--weights" in summary["unavailable"]["scene_identity"]
     )
     assert summary["overall"] is None and summary["families"]["appearance"]["nmr"] is not None
+    # r2m-v2 asks upstream's question: a checkout without upstream's persistent_state.py cannot ask it
+    result = CliRunner().invoke(main, [*args, "r2m-v2", "--metrics", "frame_psnr,persistent_state"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(RunLayout(run).summary_json("r2m-v2").read_text())
+    assert summary["unavailable"]["persistent_state"].endswith(
+        "persistent_state.py: not there (upstream's persistent-state prompts are read from it)"
+    )
     # r2m-paper-v1 requires its backends: one line before any video
     result = CliRunner().invoke(main, [*args, "r2m-paper-v1", "--metrics", "frame_psnr,scene_identity"])
     assert result.exit_code == 1 and result.output.count("\n") == 1

@@ -8,7 +8,6 @@ Frames are ``(H, W, 3)`` uint8 RGB at the video's resolution.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -145,7 +144,7 @@ class PairVideo:
         semantic)`` persistence, the objects of each frame found once per concept list."""
         from persistbench.metrics import objects
 
-        key = json.dumps(p, sort_keys=True)
+        key = tuple(sorted(p.items()))
         texts: dict[str, np.ndarray | None] = {}
         for a, b in pairs:
             if (a, b, key) in self._grounded:
@@ -171,7 +170,7 @@ class PairVideo:
         from persistbench.io.images import transformed
         from persistbench.metrics import objects
 
-        key = (i, prompt, keep, json.dumps(p, sort_keys=True))
+        key = (i, prompt, keep, tuple(sorted(p.items())))
         if key in self._scene_objects:
             return self._scene_objects[key]
         frame = self.frames[i]

@@ -3,6 +3,7 @@ summaries (the protocols differ in their pair sampler, definitions and rounding,
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from persistbench.core.errors import PersistbenchError
@@ -27,18 +28,15 @@ class NmrScorer(Scorer):
     def score_case(self, suite, case, pred, protocol: Protocol, ctx: ScoreContext) -> dict:
         found, frames, n_video, n_poses, pair_file = suite.pair_frames(case, pred, protocol, ctx.scores_dir)
         ids = (found.subset, found.case_id, pred.digest)
-        question = self._question(suite, protocol) if "persistent_state" in ctx.wanted else None
+        question = None
+        if "persistent_state" in ctx.wanted:
+            try:
+                question = scoring.state_question(suite.checkout, protocol)
+            except PersistbenchError as e:  # unavailable, with the reason, unless the protocol requires every model
+                if protocol.config["models"] == "required":
+                    raise
+                ctx = replace(ctx, unavailable={**ctx.unavailable, "persistent_state": str(e)})
         return scoring.score_video(frames, n_video, n_poses, pair_file, protocol, ctx, ids, question).to_json()
-
-    @staticmethod
-    def _question(suite, protocol: Protocol):
-        """The state question, or (unless the protocol requires every model) why it cannot be asked."""
-        try:
-            return scoring.state_question(suite.checkout, protocol)
-        except PersistbenchError as e:
-            if protocol.config["models"] == "required":
-                raise
-            return e
 
     def scored_metrics(self, record: dict) -> set[str]:
         """Metrics with values, and those reported unavailable because a model backend of their protocol section

@@ -265,13 +265,13 @@ def score_video(
     protocol: Protocol,
     ctx,
     ids,
-    question: StateQuestion | PersistbenchError | None = None,
+    question: StateQuestion | None = None,
 ) -> PairCaseScores:
     """Scores of one decoded video: ``frames`` holds every frame the pairs use that the video has; ``question``
-    is :func:`state_question`'s (or why it cannot be asked: ``persistent_state`` is then unavailable)."""
+    is :func:`state_question`'s."""
     kept = {k: [p for p in pair_file[k] if p[1] < n_video] for k in KINDS}
     dropped = {k: len(pair_file[k]) - len(kept[k]) for k in KINDS}
-    video = PairVideo(frames, ctx.backends, state_question=None if isinstance(question, Exception) else question)
+    video = PairVideo(frames, ctx.backends, state_question=question)
     values, rel, unavailable, judged = {}, {}, dict(ctx.unavailable), {}
     used = []
     for m in order(ctx.wanted):
@@ -280,9 +280,6 @@ def score_video(
             continue
         if spec.backend_keys and (why := _unavailable(spec, protocol.params(m), ctx.backends)):
             unavailable[m] = why
-            continue
-        if m == "persistent_state" and isinstance(question, Exception):
-            unavailable[m] = str(question)
             continue
         asked_before = len(video.judgments)
         digits = value_digits(m, protocol.config["rounding"])

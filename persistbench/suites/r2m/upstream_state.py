@@ -18,6 +18,7 @@ finite), the reply is asked again instead of scored: docs/metrics.md lists it.
 from __future__ import annotations
 
 import ast
+import functools
 import math
 import re
 from pathlib import Path
@@ -60,7 +61,16 @@ def read_prompts(path: Path) -> tuple[str, str]:
 
 
 def question(path: Path) -> StateQuestion:
-    """Upstream's question with the prompts of ``path`` (:func:`read_prompts`)."""
+    """Upstream's question with the prompts of ``path`` (:func:`read_prompts`), read once per process (and again
+    when the file changes)."""
+    if not path.is_file():
+        raise PersistbenchError(f"{path}: not there (upstream's persistent-state prompts are read from it)")
+    st = path.stat()
+    return _question(path, st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=8)
+def _question(path: Path, mtime_ns: int, size: int) -> StateQuestion:
     system, user = read_prompts(path)
     return StateQuestion(system, user, True, reply, score, ATTEMPTS)
 
