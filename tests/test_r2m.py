@@ -238,6 +238,34 @@ def test_sift_ratios_see_the_same_scene_and_not_noise():
     assert pair_metrics.sift_ratios(pair_metrics.sift_frame(flat), pair_metrics.sift_frame(scene)) == (0.0, 0.0)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_videos_sift_ratios_on_threads_are_the_pairs_own(threads):
+    """The frames' features and the pairs' matches computed on OpenCV's threads: each pair's ratios are the
+    ones its two frames give alone, in the pairs' order, repeated pairs included."""
+    import cv2
+
+    from persistbench.metrics import pair_video
+
+    rng = np.random.default_rng(3)
+    scene = cv2.GaussianBlur(rng.integers(0, 256, (120, 400, 3), dtype=np.uint8), (0, 0), 1.5)
+    frames = {i: np.ascontiguousarray(scene[:, 20 * i : 20 * i + 160]) for i in range(6)}
+    pairs = [(4, 1), (0, 5), (1, 4), (0, 2), (4, 1), (3, 3)]
+    before = cv2.getNumThreads()
+    cv2.setNumThreads(threads)
+    try:
+        video = pair_video.PairVideo(frames)
+        got = video.sift_ratios(pairs, 0.75, 3.0, 0.99)
+        again = video.sift_ratios(pairs[::-1], 0.75, 3.0, 0.99)
+    finally:
+        cv2.setNumThreads(before)
+    alone = [
+        pair_metrics.sift_ratios(pair_metrics.sift_frame(frames[a]), pair_metrics.sift_frame(frames[b]))
+        for a, b in pairs
+    ]
+    assert got == alone and again == alone[::-1]
+    assert len({r for r in got}) > 2  # the pairs differ
+
+
 def test_relative_scores_by_hand():
     vals = {"revisit": [30.0, None], "baseline": [20.0], "short": [40.0]}
     r = scoring.relative(vals, True, 1e-8)

@@ -25,14 +25,18 @@ import numpy as np
 
 def psnr(a: np.ndarray, b: np.ndarray, cap: float = 100.0) -> float:
     """PSNR in dB of two uint8 frames (data range 255), capped at ``cap``."""
-    mse = float(np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2))
+    import cv2
+
+    d = cv2.absdiff(a, b).astype(np.uint16)
+    np.multiply(d, d, out=d)  # at most 255 ** 2: exact in uint16, and the int64 sum is exact
+    mse = int(d.sum(dtype=np.int64)) / d.size
     return cap if mse <= 255.0**2 * 10 ** (-cap / 10) else min(cap, 10 * np.log10(255.0**2 / mse))
 
 
-def _box(a: np.ndarray, window: int) -> np.ndarray:
+def _box(a: np.ndarray, window: int, out: np.ndarray | None = None) -> np.ndarray:
     import cv2
 
-    return cv2.boxFilter(a, cv2.CV_64F, (window, window), normalize=True, borderType=cv2.BORDER_REFLECT)
+    return cv2.boxFilter(a, cv2.CV_64F, (window, window), dst=out, normalize=True, borderType=cv2.BORDER_REFLECT)
 
 
 @dataclass
@@ -62,23 +66,34 @@ def ssim_frame(a: np.ndarray, window: int = 7) -> SsimFrame:
     return SsimFrame(x, mean, mean_sq, var)
 
 
-def ssim_of(fa: SsimFrame, fb: SsimFrame, window: int = 7, data_range: float = 255.0, k1=0.01, k2=0.03) -> float:
-    """SSIM of two frames' :class:`SsimFrame` (see :func:`ssim`)."""
+def ssim_of(
+    fa: SsimFrame,
+    fb: SsimFrame,
+    window: int = 7,
+    data_range: float = 255.0,
+    k1: float = 0.01,
+    k2: float = 0.03,
+    work: list[np.ndarray] | None = None,
+) -> float:
+    """SSIM of two frames' :class:`SsimFrame` (see :func:`ssim`); ``work``: three float64 arrays of the frames'
+    shape that the computation may overwrite (new ones when None; reused between pairs, they spare the page
+    faults of fresh 3 MB arrays)."""
+    u, p, v = work if work is not None else [np.empty_like(fa.x) for _ in range(3)]
     n = window * window
-    uxy = fa.mean * fb.mean
-    vxy = _box(fa.x * fb.x, window)
+    c1, c2 = (k1 * data_range) ** 2, (k2 * data_range) ** 2
+    uxy = np.multiply(fa.mean, fb.mean, out=u)
+    vxy = _box(np.multiply(fa.x, fb.x, out=p), window, out=v)
     vxy -= uxy
     vxy *= n / (n - 1)
-    c1, c2 = (k1 * data_range) ** 2, (k2 * data_range) ** 2
     num = uxy
     num *= 2
     num += c1
     vxy *= 2
     vxy += c2
     num *= vxy
-    den = fa.mean_sq + fb.mean_sq
+    den = np.add(fa.mean_sq, fb.mean_sq, out=p)
     den += c1
-    var = fa.var + fb.var
+    var = np.add(fa.var, fb.var, out=v)
     var += c2
     den *= var
     num /= den

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -71,24 +72,29 @@ class PairVideo:
             return f
 
         out = [0.0] * len(pairs)
+        work = None
         for k in sorted(range(len(pairs)), key=lambda k: tuple(pairs[k])):
             a, b = pairs[k]
-            out[k] = pair_metrics.ssim_of(frame(a), frame(b), window, data_range, k1, k2)
+            fa, fb = frame(a), frame(b)
+            if work is None or work[0].shape != fa.x.shape:
+                work = [np.empty_like(fa.x) for _ in range(3)]
+            out[k] = pair_metrics.ssim_of(fa, fb, window, data_range, k1, k2, work)
         return out
 
-    def sift_ratios(self, a: int, b: int, ratio: float, ransac_px: float, confidence: float) -> tuple[float, float]:
-        """Both SIFT ratios of the pair ``(a, b)`` (match, inlier), matched once for the two metrics."""
-        key = (a, b, ratio, ransac_px, confidence)
-        if key not in self._sift_pairs:
-            self._sift_pairs[key] = pair_metrics.sift_ratios(
-                self.sift_frame(a), self.sift_frame(b), ratio, ransac_px, confidence
-            )
-        return self._sift_pairs[key]
+    def sift_ratios(self, pairs, ratio: float, ransac_px: float, confidence: float) -> list[tuple[float, float]]:
+        """Both SIFT ratios (match, inlier) of each pair, matched once for the two metrics; the frames' features
+        and the pairs' matches computed on as many threads as OpenCV may use in this process (OpenCV releases
+        the GIL; each result is a function of its frames alone, so the threads change no number)."""
+        import cv2
 
-    def sift_frame(self, i: int) -> pair_metrics.SiftFrame:
-        if i not in self._sift:
-            self._sift[i] = pair_metrics.sift_frame(self.frames[i])
-        return self._sift[i]
+        params = (ratio, ransac_px, confidence)
+        frames = sorted({i for p in pairs for i in p} - self._sift.keys())
+        todo = list(dict.fromkeys((a, b) for a, b in pairs if (a, b, *params) not in self._sift_pairs))
+        with ThreadPoolExecutor(max_workers=max(1, cv2.getNumThreads())) as pool:
+            self._sift.update(zip(frames, pool.map(lambda i: pair_metrics.sift_frame(self.frames[i]), frames)))
+            found = pool.map(lambda p: pair_metrics.sift_ratios(self._sift[p[0]], self._sift[p[1]], *params), todo)
+            self._sift_pairs.update(((a, b, *params), r) for (a, b), r in zip(todo, found))
+        return [self._sift_pairs[(a, b, *params)] for a, b in pairs]
 
     def embeddings(
         self, indices: list[int], backend: str, size, preprocess: str = "pil-bilinear", crop: int | None = None

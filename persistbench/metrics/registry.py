@@ -163,7 +163,7 @@ def _pair_lpips(v: PairVideo, pairs, p: dict) -> list[float]:
 
 def _sift(v: PairVideo, pairs, p: dict) -> list[tuple[float, float]]:
     """Both SIFT ratios of each pair, matched once for the two metrics that report them."""
-    return [v.sift_ratios(a, b, p["ratio"], p["ransac_px"], p["confidence"]) for a, b in pairs]
+    return v.sift_ratios(pairs, p["ratio"], p["ransac_px"], p["confidence"])
 
 
 def _sift_match(v: PairVideo, pairs, p: dict) -> list[float]:
