@@ -8,6 +8,7 @@ arithmetic against direct computations of its definitions.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import shutil
@@ -322,6 +323,7 @@ def test_paper_v3_scores_a_run_with_every_backend(oracle_run, checkpoints, tmp_p
         )
         result = _score(oracle_run, checkpoints, server.url)  # everything again: the judge's answers are cached
         assert result.exit_code == 0 and len(server.requests) == asked
+        _package_and_check(oracle_run, checkpoints, server.url, tmp_path)
     assert "judge-x" in run.summary_md("paper-v3").read_text()
     report = CliRunner().invoke(main, ["report", str(oracle_run), "--output", str(tmp_path / "report.html")])
     assert report.exit_code == 0, report.output
@@ -341,6 +343,46 @@ def test_paper_v3_scores_a_run_with_every_backend(oracle_run, checkpoints, tmp_p
         back = paper.from_public(public, "result.json")
         assert back["means"] == record["means"] and back["use_stationary"] == record["use_stationary"]
     assert not any("sk-never-written" in p.read_text() for p in run.scores_dir("paper-v3").rglob("*.json"))
+
+
+def _package_and_check(run, checkpoints, url, tmp_path):
+    """``package`` of the scored 2-of-8-case oracle run: refused for the leaderboard, written for diagnostics;
+    ``--check`` re-scores both cases, and finds the one whose frame score and means were changed and whose
+    summary and manifest were made to agree with it (which every check of the reports alone accepts)."""
+    from persistbench.suites.persistbench import submission
+
+    out = tmp_path / "submission.zip"
+    refused = CliRunner().invoke(main, ["package", "--pred", str(run), "--output", str(out)])
+    assert refused.exit_code == 1 and "an oracle run" in refused.output and not out.exists()
+    written = CliRunner().invoke(main, ["package", "--pred", str(run), "--output", str(out), "--allow-subset"])
+    assert written.exit_code == 0, written.output
+    sub = submission.read(out)
+    assert len(sub.results) == 2 and sub.run["judge"]["model"] == "Qwen/Qwen3.8-27B"
+    assert sub.run["judge"]["serving"]["served_models"] == ["scripted"]
+
+    entry = sub.results[0]
+    res, meta = entry["results"]["motion_continuity"], entry["results"]["metadata"]
+    k = next(i for i, v in enumerate(res["per_frame"]["score"]) if v is not None and meta["visible_mask"][i])
+    res["per_frame"]["score"][k] /= 2
+    picked = [v for i, v in enumerate(res["per_frame"]["score"]) if v is not None and meta["visible_mask"][i]]
+    res["scalars"]["visible"] = math.fsum(picked) / len(picked)
+    summary = submission.summarise(sub.run, sub.results)
+    manifest = sub.manifest
+    manifest["cases"][entry["uid"]]["result_sha256"] = submission.canonical_sha256(entry)
+    forged = submission.Submission(sub.run, sub.results, summary, manifest)
+    for name in submission.REPORTS:
+        manifest["reports"][name] = hashlib.sha256(forged.members()[name]).hexdigest()
+    submission.write(forged, tmp_path / "forged.zip")
+    submission.validate(forged.run, forged.results, forged.summary, allow_subset=True)  # the reports add up
+
+    weights = [a for k, v in sorted(checkpoints.items()) for a in ("--weights", f"{k}={v}")]
+    args = ["package", "--check", str(tmp_path / "forged.zip"), "--pred", str(run), "--sample", "2"]
+    args += ["--device", "cpu", *weights, "--judge-url", url, "--judge-model", "judge-x"]
+    checked = CliRunner().invoke(main, args)
+    assert checked.exit_code == 1, checked.output
+    assert f"{entry['uid']}: motion_continuity: a frame score is" in checked.output
+    other = sub.results[1]["uid"]
+    assert f"re-scored {other}: largest frame difference 0\n" in checked.output  # the honest case re-scores exactly
 
 
 def test_runs_scored_with_other_weights_or_judges_are_flagged():

@@ -27,6 +27,7 @@ BUILTIN: dict[str, str] = {
 BUILTIN_COMMANDS: dict[str, str] = {
     "download": "persistbench.suites.persistbench.commands:download",
     "pack": "persistbench.suites.persistbench.commands:pack",
+    "package": "persistbench.suites.persistbench.commands:package",
 }
 SUITE_GROUP = "persistbench.suites"
 COMMAND_GROUP = "persistbench.commands"

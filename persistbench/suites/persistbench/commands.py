@@ -1,5 +1,5 @@
-"""PersistBench's own commands: ``download`` (the rebuild from YouTube) and ``pack`` (the sharded
-distribution), registered in :data:`persistbench.core.suites.BUILTIN_COMMANDS`."""
+"""PersistBench's own commands: ``download`` (the rebuild from YouTube), ``pack`` (the sharded
+distribution) and ``package`` (a leaderboard submission), registered in :data:`persistbench.core.suites.BUILTIN_COMMANDS`."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from persistbench.cli.options import (
     LIMIT,
     NO_PROGRESS,
     SUBSET,
+    backend_options,
+    dataset_option,
     executor_options,
     finish,
     output_option,
@@ -159,3 +161,71 @@ def pack(root, output, shard_size, samples, date, executor, shard, aggregate_onl
     if finish(result, shard, f"persistbench pack {root} --output {output}"):
         dist = result.value
         click.echo(f"packed {root} into {dist.root}: {len(list(dist.shards_dir.glob('shard-*.tar')))} shard(s)")
+
+
+@click.command(name="package")
+@click.option(
+    "--pred",
+    required=True,
+    type=click.Path(file_okay=False, exists=True),
+    help="A run scored with --protocol paper-v3.",
+)
+@output_option("The submission ZIP (with --check: not written).", default="submission.zip", file=True)
+@click.option("--name", default=None, help="The submission's name (default: the run's).")
+@click.option(
+    "--allow-subset",
+    is_flag=True,
+    help="Package the scored cases of a partial run (diagnostics: the leaderboard refuses it).",
+)
+@click.option(
+    "--check",
+    "check_zip",
+    default=None,
+    type=click.Path(dir_okay=False, exists=True),
+    help="Check this ZIP against --pred: the public checks, the prediction files, and --sample cases re-scored.",
+)
+@click.option("--sample", type=click.IntRange(0), default=5, show_default=True, help="--check: cases re-scored.")
+@click.option("--seed", default=None, help="--check: which cases are drawn (default: the ZIP's sha256).")
+@click.option(
+    "--tolerance",
+    type=click.FloatRange(0),
+    default=1e-6,
+    show_default=True,
+    help="--check: largest accepted difference of a re-scored frame score.",
+)
+@dataset_option(required=False, help="Default: the one in the run's run.json.")
+@backend_options
+def package(pred, output, name, allow_subset, check_zip, sample, seed, tolerance, dataset, backends) -> None:
+    """Write a paper-v3 run's leaderboard submission, or check one.
+
+    The ZIP holds the public toolkit's run.json, results.json and summary.json (accepted by its own
+    validation) and a manifest: the sha256 of every per-case result and prediction file, and the toolkit,
+    protocol, weights and judge. --check re-scores sampled cases from the predictions and confirms that the
+    claimed results and means follow from them (pass the scoring options: --weights, --judge-url).
+
+    \b
+    Examples:
+      persistbench package --pred runs/mymodel --output submission.zip
+      persistbench package --check submission.zip --pred runs/mymodel --sample 20 --weights sam2=DIR ...
+    """
+    from pathlib import Path
+
+    from persistbench.suites.persistbench import package as pack_run
+
+    ds = Path(dataset) if dataset else None
+    if check_zip is None:
+        sub = pack_run.package(Path(pred), Path(output), name, allow_subset, ds)
+        click.echo(
+            f"submission: {output} ({len(sub.results)} cases, evaluation {sub.manifest['evaluation_run_id'][:12]})"
+        )
+        if allow_subset:
+            click.echo("a subset, for diagnostics: the leaderboard requires all 2,000 published cases")
+        return
+    problems, checks = pack_run.check(Path(check_zip), Path(pred), sample, seed, tolerance, backends, ds)
+    for c in checks:
+        click.echo(
+            f"re-scored {c.uid}: largest frame difference {c.max_frame_diff:.3g}" + (" (differs)" if c.problems else "")
+        )
+    if problems:
+        raise click.ClickException(f"{check_zip}: {len(problems)} problem(s); first: {problems[0]}")
+    click.echo(f"{check_zip}: follows from {pred} ({len(checks)} cases re-scored)")
