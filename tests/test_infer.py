@@ -12,12 +12,13 @@ from pathlib import Path
 
 import numpy as np
 from click.testing import CliRunner
+from PIL import Image
 
 from persistbench import BaseModel, ModelInput, ModelOutput
 from persistbench.cli import main
 from persistbench.core import layout
 from persistbench.geometry.camera import Camera
-from persistbench.geometry.sampling import crop_box, fit_camera, sample_indices
+from persistbench.geometry.sampling import crop_box, crop_resize, fit_camera, sample_indices
 from persistbench.io.files import write_json
 from persistbench.io.images import list_images, read_image
 from persistbench.suites.persistbench.build.download import resolve_recipes
@@ -110,6 +111,13 @@ def test_sampling_crop_and_intrinsics():
     assert crop_box((192, 256), (96, 128)) == (0, 0, 256, 192)  # same aspect: no crop
     assert crop_box((192, 256), (100, 100)) == (32, 0, 192, 192)
     assert crop_box((192, 256), (-1, -1)) == (0, 0, 256, 192)
+    # The public toolkit's rule truncates the cropped side: int(720 * 592 / 336) = 1268 (round() gives 1269).
+    assert crop_box((720, 1280), (336, 592)) == (6, 0, 1268, 720)
+    assert crop_box((76, 212), (76, 212)) == (0, 0, 211, 76)  # 212 / 76 * 76 falls just under 212
+    frame = np.random.default_rng(0).integers(0, 256, (76, 211, 3), np.uint8)
+    assert crop_box((76, 211), (35, 90)) == (8, 0, 195, 76)
+    want = np.asarray(Image.fromarray(frame).crop((8, 0, 8 + 195, 76)).resize((90, 35), Image.BILINEAR))
+    np.testing.assert_array_equal(crop_resize(frame, (8, 0, 195, 76), (35, 90), rgb="pil-bilinear"), want)
     k = np.array([[128.0, 0, 128], [0, 128, 96], [0, 0, 1]])
     cam = fit_camera(Camera(k, 192, 256, np.eye(4)[None]), (32, 0, 192, 192), (100, 100))
     assert (cam.height, cam.width) == (100, 100)

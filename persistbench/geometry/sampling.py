@@ -2,8 +2,10 @@
 
 One module for ``infer`` (what the model gets) and ``score`` (the ground truth it is compared
 with), so both follow one rule: frames ``np.linspace(0, T-1, n).round()``; a centre crop to the
-model's aspect ratio; area resizing for RGB (linear when enlarging; a protocol may choose
-another) and centre-aligned nearest for masks; cameras cropped and resized to match
+model's aspect ratio (the public toolkit's rule: the crop keeps one side and truncates the other,
+``int()``); PIL bilinear resizing for RGB where the public toolkit prepares frames (model inputs,
+the PersistBench ground truth at the model's resolution), area resizing elsewhere (linear when
+enlarging; a protocol may choose another), and centre-aligned nearest for masks; cameras cropped and resized to match
 (:class:`persistbench.geometry.camera.Camera`). Sizes are ``(height, width)``; a crop box is OpenCV's
 ``(x0, y0, w, h)``. ``resolution`` is the model interface's ``(height, width)``, -1 keeping the
 dataset's size.
@@ -14,8 +16,9 @@ from __future__ import annotations
 import numpy as np
 
 from persistbench.geometry.camera import Camera
+from persistbench.io.images import resize_images
 
-RGB_RESIZE = ("area", "linear", "cubic")  # "area": area when shrinking, linear when enlarging
+RGB_RESIZE = ("area", "linear", "cubic", "pil-bilinear")  # "area": area when shrinking, linear when enlarging
 
 
 def sample_indices(n_frames: int, num_frames: int) -> np.ndarray:
@@ -27,16 +30,17 @@ def sample_indices(n_frames: int, num_frames: int) -> np.ndarray:
 def crop_box(size: tuple[int, int], resolution: tuple[int, int]) -> tuple[int, int, int, int]:
     """Centre crop ``(x0, y0, w, h)`` of an image of ``size`` = (h, w) to the aspect of ``resolution`` = (h, w).
 
-    ``-1`` in ``resolution`` keeps the dataset's size (no crop).
+    ``-1`` in ``resolution`` keeps the dataset's size (no crop). The public toolkit's rule
+    (``_legacy/utils/data_utils.py``): with ``ratio = rw / rh``, an image narrower than ``ratio`` keeps
+    its width and crops its height to ``int(w / ratio)``, any other keeps its height and crops its width
+    to ``int(h * ratio)``; offsets ``(w - cw) // 2``, ``(h - ch) // 2``.
     """
     h, w = size
     rh, rw = resolution
     if rh <= 0 or rw <= 0:
         return 0, 0, w, h
-    if w * rh > h * rw:  # too wide: crop the width
-        cw, ch = round(h * rw / rh), h
-    else:
-        cw, ch = w, round(w * rh / rw)
+    ratio = rw / rh
+    cw, ch = (w, int(w / ratio)) if w / h < ratio else (int(h * ratio), h)
     return (w - cw) // 2, (h - ch) // 2, cw, ch
 
 
@@ -55,13 +59,15 @@ def crop_resize(
     image: np.ndarray, box: tuple[int, int, int, int], out: tuple[int, int], nearest: bool = False, rgb: str = "area"
 ) -> np.ndarray:
     """Crop ``image`` to ``box`` and resize to ``out`` = (h, w): masks (``nearest``) centre-aligned
-    nearest, RGB by ``rgb`` (one of :data:`RGB_RESIZE`)."""
+    nearest, RGB by ``rgb`` (one of :data:`RGB_RESIZE`; ``"pil-bilinear"`` is PIL's antialiased bilinear)."""
     import cv2
 
     x0, y0, cw, ch = box
     crop = image[y0 : y0 + ch, x0 : x0 + cw]
     if (ch, cw) == tuple(out):
         return np.ascontiguousarray(crop)
+    if rgb == "pil-bilinear" and not nearest:
+        return resize_images(crop[None], out)[0]
     # Masks: centre-aligned nearest (source pixel floor((i + 0.5) * s), as PIL's NEAREST); cv2's
     # INTER_NEAREST takes floor(i * s) and shifts masks by up to half a pixel against the RGB.
     if nearest:
@@ -73,9 +79,10 @@ def crop_resize(
     return cv2.resize(crop, (out[1], out[0]), interpolation=interp)
 
 
-def sampled_frames(view, idx: np.ndarray, box, out_size, rgb: str = "area") -> np.ndarray:
+def sampled_frames(view, idx: np.ndarray, box, out_size, rgb: str = "pil-bilinear") -> np.ndarray:
     """The view's frames at ``idx``, cropped and resized to ``out_size`` = (h, w): ``[n, h, w, 3]`` uint8
-    (one decode pass)."""
+    (one decode pass). PIL bilinear by default, as the public toolkit prepares a model's inputs and
+    its ground truth."""
     wanted = set(idx.tolist())
     picked = {t: crop_resize(f, box, out_size, rgb=rgb) for t, f in enumerate(view.frames()) if t in wanted}
     return np.stack([picked[t] for t in idx.tolist()])

@@ -165,7 +165,7 @@ def check(zip_path: Path, pred: Path, sample: int, seed: str | None, tolerance: 
         if pred_ is None:
             raise PersistbenchError(f"{pred}: no prediction of {uid}")
         record = paper.score_case(scores.suite.case(subset, case_id), pred_, protocol, protocol.metrics, backends)
-        return submission.result_entry(record.to_json(), fields.get(uid, {}), evaluation_id)
+        return submission.result_entry(record.to_json(), fields.get(uid, {}), evaluation_id, protocol.config)
 
     uids = submission.sample_uids(list(sub.manifest["cases"]), sample, seed or sha256_file(zip_path))
     return submission.check(sub, lambda uid: scores.prediction_files(*split(uid)), rescore, uids, tolerance)

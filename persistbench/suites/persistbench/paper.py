@@ -9,9 +9,9 @@ Per case (docs/metrics.md, "paper-v3", lists every step and each deviation):
 2. *matching* (backend ``dinov3-large``): the object's features in the ground truth's start frame
    (its mask's box widened by ``bbox_margin``) are slid over the prediction's start frame; the best
    place receives the ground-truth mask, resized to the box;
-3. *tracking* (backend ``sam2``): that mask is followed through the prediction (frames passed through
-   JPEG at quality 95, as the public toolkit's tracker reads them); a frame is tracked when its mask
-   is not empty;
+3. *tracking* (backend ``sam2``): that mask is followed through the prediction (frames passed twice
+   through JPEG at quality 95: the public toolkit's tracker reads a JPEG copy of its JPEG copy); a
+   frame is tracked when its mask is not empty;
 4. the scores, per frame from the start: ``object_permanence`` = tracked AND the judge sees the
    object (judge asked on a sparse, adaptive set of frames, :func:`paper_metrics.judge_statuses`);
    ``motion_continuity`` and ``appearance_preservation`` (backend ``dinov2-reg-large``) as the
@@ -296,7 +296,7 @@ def _track(refs, ref_masks, preds, start: int, cfg: dict, opts: BackendOptions) 
     placed = pm.place_mask(ref_masks[start], ref_box, pm.placed_box(y, x, src.shape[0], src.shape[1], h, w))
     tracker = load(cfg["tracking"]["backend"], opts)
     q = cfg["tracking"]["jpeg_quality"]
-    masks = tracker.track([_jpeg(f, q) for f in preds[start:]], placed)
+    masks = tracker.track([_jpeg(_jpeg(f, q), q) for f in preds[start:]], placed)
     empty = np.zeros((h, w), bool)
     return [empty] * start + [np.asarray(m, bool) for m in masks], score
 
@@ -456,9 +456,11 @@ def _backend_line(backends: dict) -> str:
 # ---------------------------------------------------------------- the public toolkit's result.json
 
 
-def to_public(record: dict) -> dict:
+def to_public(record: dict, eval_box: tuple[int, int] = (384, 512), bbox_margin: float = 0.1) -> dict:
     """The public toolkit's per-case ``result.json`` body of one of our records (identity fields it adds at
-    evaluation, ``evaluation_run_id`` and ``prediction_sha256``, are left to the caller)."""
+    evaluation, ``evaluation_run_id`` and ``prediction_sha256``, are left to the caller). ``eval_box`` =
+    (h, w) and ``bbox_margin`` are the protocol's (``eval_size``, ``matching.bbox_margin``): the public
+    metadata records the box, not the size fitted inside it."""
     names = {
         "object_permanence": "object_permanence",
         "motion_continuity": "motion_continuity",
@@ -474,7 +476,8 @@ def to_public(record: dict) -> dict:
         if m in record["metrics"]
     }
     results["metadata"] = {
-        "eval_reso": record["eval_size"],
+        "bbox_margin": bbox_margin,
+        "eval_reso": list(eval_box),
         "visible_mask": record["visible"],
         "invisible_mask": record["invisible"],
         "track_start_frame_idx": record["start"],

@@ -50,7 +50,9 @@ class PaperScorer(Scorer):
         full = suite.case(case.subset, case.case_id)
         record = paper.score_case(full, pred, protocol, ctx.wanted, ctx.backends).to_json()
         if ctx.scores_dir is not None and not record["judge"]["failed"]:
-            public = paper.to_public(record) | {"prediction_sha256": record["prediction_sha256"]}
+            cfg = protocol.config
+            public = paper.to_public(record, cfg["eval_size"], cfg["matching"]["bbox_margin"])
+            public |= {"prediction_sha256": record["prediction_sha256"]}
             write_json(public_result(ctx.scores_dir, case.subset, case.case_id), public)
         return record
 

@@ -88,9 +88,10 @@ class Submission:
 # ---------------------------------------------------------------- building
 
 
-def result_entry(record: dict, case_fields: dict, evaluation_id: str) -> dict:
-    """One ``results.json`` entry (the public ``result.json`` body, keys in its order) of one of our records."""
-    public = to_public(record)
+def result_entry(record: dict, case_fields: dict, evaluation_id: str, protocol_config: dict) -> dict:
+    """One ``results.json`` entry (the public ``result.json`` body, keys in its order) of one of our records
+    scored under ``protocol_config`` (the ``paper-v3`` protocol's fields)."""
+    public = to_public(record, protocol_config["eval_size"], protocol_config["matching"]["bbox_margin"])
     return {
         "uid": public["uid"],
         **{k: case_fields.get(k) for k in ("fov",)},
@@ -197,7 +198,8 @@ def build(
     }
     evaluation_id = canonical_sha256(run)
     results = sorted(
-        (result_entry(r, case_fields.get(uid[id(r)], {}), evaluation_id) for r in records), key=lambda e: e["uid"]
+        (result_entry(r, case_fields.get(uid[id(r)], {}), evaluation_id, protocol_config) for r in records),
+        key=lambda e: e["uid"],
     )
     summary = summarise(run, results)
     reports = dict(zip(REPORTS, (dump(run), dump(results), dump(summary))))
