@@ -205,6 +205,9 @@ REQ = Request("rate it", (np.full((8, 8, 3), 200, np.uint8),))
         ([(429, {"error": {"message": "slow down"}}, {"Retry-After": "0"}), completion('{"score": 2}')], 2, 2),
         ([(503, {"error": {"message": "busy"}}, {}), completion('<answer>{"score": 5}</answer>')], 5, 2),
         ([completion('{"score": 9}'), completion('{"score": 3}')], 3, 2),  # out of range: asked again
+        # empty, refused and truncated replies are asked again too, as the public toolkit asks them
+        ([completion(""), completion(None, refusal="no"), completion('{"score": 1}')], 1, 3),
+        ([completion('{"score": 3', finish="length"), completion('{"score": 2}')], 2, 2),
     ],
 )
 def test_the_judge_parses_strictly_and_retries(tmp_path, monkeypatch, replies, value, requests):
@@ -737,3 +740,27 @@ def test_r2m_backends_missing_are_unavailable_or_stop_the_run(r2m_tree, tmp_path
     assert result.exit_code == 1 and result.output.count("\n") == 1
     assert "dinov2-base" in result.output and "--weights" in result.output
     assert not (RunLayout(run).scores_dir("r2m-paper-v1")).exists()
+
+
+@pytest.mark.parametrize(
+    ("reply", "seen"),
+    [
+        ('<answer>{"tag": "F0003", "visible": true}</answer>', True),
+        ("<answer>{'tag': 'F0003', 'visible': False}</answer>", False),  # a Python dict, as the public parser reads
+        ('Sure.\n```json\n{"visible_tags": ["F0003"], "not_visible_tags": []}\n```', True),
+        ('<answer>```json\n{"tag": "F0003", "visible": false}\n```</answer>', False),  # fenced in the tags
+        ('<answer>{"frame_assessments": 5, "not_visible_tags": ["F0003"]}</answer>', False),
+        ("<answer>[1, 2]</answer> and no object", None),
+        ("<answer>{'tag': __import__('os')}</answer>", None),  # literals only: nothing is run
+        ("I cannot tell.", None),
+    ],
+)
+def test_paper_replies_read_as_the_public_toolkit_reads_them(reply, seen):
+    from persistbench.backends.judge import BadReply
+    from persistbench.suites.persistbench.paper import parse_seen, reply_object
+
+    if seen is None:
+        with pytest.raises(BadReply):
+            parse_seen("F0003")(reply_object(reply))
+    else:
+        assert parse_seen("F0003")(reply_object(reply)) is seen

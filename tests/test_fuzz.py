@@ -137,6 +137,18 @@ def test_protocol_files(suite, tmp_path, data):
     _refuses_cleanly(cls.load_protocol, str(path))
 
 
+@pytest.mark.parametrize("name", [[], {}, 3, None])
+def test_a_protocol_name_that_is_no_string_is_refused_cleanly(tmp_path, name):
+    """Found by the fuzzer: a list as the name once raised TypeError while the scorer was chosen."""
+    from persistbench.core.protocol import shipped_path
+    from persistbench.core.suites import suite_class
+
+    cls = suite_class("wrop")
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(json.loads(shipped_path(cls.protocols[0]).read_text()) | {"name": name}))
+    _refuses_cleanly(cls.load_protocol, str(path))
+
+
 # ---------------------------------------------------------------- R2M-Bench: trajectories, meta_data, pair files
 
 
@@ -287,6 +299,7 @@ replies = st.one_of(
     st.text(max_size=200),
     st.builds(lambda v: f"<answer>{json.dumps(v)}</answer>", json_values),
     st.builds(lambda v: f"```json\n{json.dumps(v)}\n```", json_values),
+    st.builds(lambda v: f"<answer>{v!r}</answer>", json_values),  # Python literals, as the public parser reads
     st.builds(lambda n: "<answer>" + "[" * n + "]" * n + "</answer>", st.integers(1, 20000)),
     st.builds(lambda n: '{"score": ' + "9" * n + "}", st.integers(1, 5000)),
 )
@@ -297,14 +310,19 @@ replies = st.one_of(
 def test_judge_replies(text):
     from persistbench.backends.judge import BadReply, extract_json
     from persistbench.metrics.pair_video import parse_state
-    from persistbench.suites.persistbench.paper import parse_seen
+    from persistbench.suites.persistbench.paper import parse_seen, reply_object
 
-    try:
-        obj = extract_json(text)
-    except BadReply:
-        return
-    for parse in (parse_state, parse_seen("F0001")):
+    for extract, parsers in (
+        (extract_json, (parse_state, parse_seen("F0001"))),
+        (reply_object, (parse_seen("F0001"),)),
+    ):
         try:
-            parse(obj)
+            obj = extract(text)
         except BadReply:
-            pass
+            continue
+        assert isinstance(obj, dict)
+        for parse in parsers:
+            try:
+                parse(obj)
+            except BadReply:
+                pass

@@ -60,7 +60,13 @@ def prompt_template(name: str) -> str:
 
 
 class BadReply(ValueError):
-    """A reply that is not a valid answer (the message says why)."""
+    """A reply that is not a valid answer (the message says why); asked again up to the request's attempts,
+    then counted under ``reason`` (empty, refused and truncated replies too, as the public toolkit retries
+    them)."""
+
+    def __init__(self, message: str, reason: str = "invalid reply"):
+        super().__init__(message)
+        self.reason = reason
 
 
 class JudgmentFailed(PersistbenchError):
@@ -351,15 +357,15 @@ class Judge:
 
     def _judgment(self, req: Request, parse: Callable[[dict], object], deadline: float):
         """(reply text, the model it names, the parsed value): invalid replies asked again, all by ``deadline``."""
-        problem = "no attempt"
+        last = BadReply("no attempt")
         for _ in range(req.attempts):
             try:
                 raw, answered_by = self._send(req, deadline)
                 return raw, answered_by, parse(req.extract(raw))
             except BadReply as e:
-                problem = str(e)[:160]
+                last = e
         raise JudgmentFailed(
-            self.opts.model, "invalid reply", f"no valid reply after {req.attempts} attempts: {problem}"
+            self.opts.model, last.reason, f"no valid reply after {req.attempts} attempts: {str(last)[:160]}"
         )
 
     def _messages(self, req: Request) -> list[dict]:
@@ -416,12 +422,12 @@ class Judge:
             message = choice["message"]
             refusal = message.get("refusal")
             if refusal:
-                raise JudgmentFailed(model, "refusal", f"refused: {str(refusal)[:80]!r}")
+                raise BadReply(f"refused: {str(refusal)[:80]!r}", "refusal")
             if choice.get("finish_reason") == "length":
-                raise JudgmentFailed(model, "truncated", f"the reply was cut at max_tokens={req.max_tokens}")
+                raise BadReply(f"the reply was cut at max_tokens={req.max_tokens}", "truncated")
             text = message.get("content")
             if not isinstance(text, str) or not text.strip():
-                raise JudgmentFailed(model, "empty reply")
+                raise BadReply("the reply has no text", "empty reply")
             return text, answered_by
         raise AssertionError("unreachable")
 

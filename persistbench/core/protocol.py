@@ -233,7 +233,7 @@ def problems(config: object, schema: dict[str, Check]) -> Iterator[str]:
 def choose_scorer(config: object, scorers: dict[str, Scorer]) -> Scorer:
     """The scorer of a protocol's content: the one of its shipped name, else the one whose schema shares the
     most fields with it (fewest unknown ones breaking a tie; then the first)."""
-    if isinstance(config, dict) and config.get("name") in scorers:
+    if isinstance(config, dict) and isinstance(config.get("name"), str) and config["name"] in scorers:
         return scorers[config["name"]]
     keys = set(config) - {"name"} if isinstance(config, dict) else set()
     unique = list(dict.fromkeys(scorers.values()))

@@ -23,8 +23,11 @@ counted (its other scores stand); ``--resume`` scores such a case again.
 
 from __future__ import annotations
 
+import ast
 import io
+import json
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -149,19 +152,51 @@ def judge_image(frame: np.ndarray, mask: np.ndarray, tag: str, params: dict) -> 
     return tagged(cv2.resize(crop, (w, h), interpolation=cv2.INTER_AREA), tag)
 
 
+_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+_BRACES = re.compile(r"\{.*\}", re.DOTALL)
+
+
+def _dict_of(text: str) -> dict | None:
+    """``text`` as a non-empty dict: JSON, else a Python literal (``ast.literal_eval`` evaluates literals
+    only); None when it is neither."""
+    try:
+        obj = json.loads(text)
+    except (ValueError, RecursionError):
+        try:
+            obj = ast.literal_eval(text)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            return None
+    return obj if isinstance(obj, dict) and obj else None
+
+
+def reply_object(text: str) -> dict:
+    """A permanence reply read as the public toolkit reads it (``_parse_response``): the first
+    ``<answer>`` block, else the span from the first ``{`` to the last ``}`` of the whole reply, each as
+    JSON or as a Python-literal dict."""
+    tagged = _ANSWER.search(text)
+    obj = _dict_of(tagged.group(1).strip()) if tagged else None
+    if obj is None:
+        braces = _BRACES.search(text)
+        obj = _dict_of(braces.group(0)) if braces else None
+    if obj is None:
+        raise BadReply("no JSON object or Python dict in the reply (a refusal?)")
+    return obj
+
+
 def parse_seen(tag: str):
     """The parser of a permanence reply about frame ``tag``: its ``visible`` boolean for that tag."""
 
     def parse(obj: dict) -> bool:
         if obj.get("tag") == tag and isinstance(obj.get("visible"), bool):
             return obj["visible"]
-        for item in obj.get("frame_assessments") or []:
+        items = obj.get("frame_assessments")
+        for item in items if isinstance(items, list) else []:
             if isinstance(item, dict) and item.get("tag") == tag and isinstance(item.get("visible"), bool):
                 return item["visible"]
-        if tag in (obj.get("visible_tags") or []):
-            return True
-        if tag in (obj.get("not_visible_tags") or []):
-            return False
+        for key, seen in (("visible_tags", True), ("not_visible_tags", False)):
+            listed = obj.get(key)
+            if isinstance(listed, list) and tag in listed:
+                return seen
         if "visible" in obj and not isinstance(obj["visible"], bool):
             raise BadReply(f"visible is {obj['visible']!r}, not a boolean")
         raise BadReply(f"no judgment for {tag}")
@@ -326,7 +361,16 @@ def _judge(refs, ref_masks, preds, pred_masks, start, cfg, opts):
                 judge_image(preds[i], pred_masks[i], tag, params),
             )
             prompt = template.format(frame_tag=tag, ref_source=ref_source)
-            reqs.append(Request(prompt, images, jcfg["temperature"], jcfg["max_tokens"], jcfg["enable_thinking"]))
+            reqs.append(
+                Request(
+                    prompt,
+                    images,
+                    jcfg["temperature"],
+                    jcfg["max_tokens"],
+                    jcfg["enable_thinking"],
+                    extract=reply_object,
+                )
+            )
             tags.append(tag)
         out = {}
         got = judge.ask_many(reqs, [parse_seen(t) for t in tags])
