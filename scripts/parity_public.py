@@ -500,17 +500,6 @@ def render(h: int, w: int, t: float, obj: dict | None, seed: int = 0) -> tuple[n
     return np.clip(np.rint(img), 0, 255).astype(np.uint8), mask
 
 
-def crop_box_public(size_hw, reso):
-    """The public centre crop (``_legacy/utils/data_utils.py``), to render predictions at the model's view."""
-    h, w = size_hw
-    if reso == -1:
-        return 0, 0, w, h
-    th, tw = reso
-    ratio = tw / th
-    cw, ch = (w, int(w / ratio)) if w / h < ratio else (int(h * ratio), h)
-    return (w - cw) // 2, (h - ch) // 2, cw, ch
-
-
 def write_png(path: Path, image: np.ndarray) -> None:
     from PIL import Image
 
@@ -549,7 +538,9 @@ def build_case(root: Path, sc: dict) -> dict:
     L, reso = sc["eval_length"], sc["eval_reso"]
     n = T if L == -1 else L
     idx = [0] * n if T == 1 else (np.linspace(0, T - 1, n).round().astype(int).tolist() if n > 1 else [0])
-    x0, y0, cw, ch = crop_box_public((H, W), reso)
+    from persistbench.geometry.sampling import crop_box
+
+    x0, y0, cw, ch = crop_box((H, W), (-1, -1) if reso == -1 else tuple(reso))
     out_hw = (H, W) if reso == -1 else tuple(reso)
     run = root / "predictions"
     pred_dir = run / uid / "prediction"
