@@ -25,7 +25,9 @@ Usage (from the repository root, with the project's interpreter):
 Exit 0 only when everything agrees; where a documented deviation exists (docs/metrics.md, paper-v3:
 a failed judgment fails the public case but leaves our object permanence null; the judge's retry rules
 are ours), the documented behaviour is checked on both sides instead, and the table says so.
-Nothing here runs a real network: the stubs stand for DINOv2-with-registers, DINOv3 and SAM 2.
+The stubs stand for DINOv2-with-registers, DINOv3 and, except in ``h_real_sam2``, SAM 2: that scenario
+runs the real ``sam2`` package (hiera-tiny, seeded random weights) on both sides, the public model
+server's predictor against our ``sam2-package`` backend (it needs ``pip install 'persistbench[sam2]'``).
 """
 
 from __future__ import annotations
@@ -195,10 +197,18 @@ class FakeClient:
             names = [p for p in os.listdir(video_dir) if os.path.splitext(p)[-1] in (".jpg", ".jpeg", ".JPG", ".JPEG")]
             names.sort(key=lambda p: int(os.path.splitext(p)[0]))
             frames = [np.asarray(Image.open(os.path.join(video_dir, n)).convert("RGB")) for n in names]
-            masks, record = colour_track(frames, kwargs["mask"])
-            STATE["tracker"].append(record)
-            obj = kwargs.get("obj_id", 1)
-            return {i: {obj: m[None]} for i, m in enumerate(masks)}
+            if STATE["sam2"] is None:
+                masks, record = colour_track(frames, kwargs["mask"])
+                STATE["tracker"].append(record)
+                obj = kwargs.get("obj_id", 1)
+                return {i: {obj: m[None]} for i, m in enumerate(masks)}
+            with torch.no_grad():  # as SAM2ModelServer.handle_request calls SAM2VideoPredictor.__call__
+                result = STATE["sam2"](**kwargs)
+            masks = [result[i][1][0] if 1 in result.get(i, {}) else np.zeros(frames[0].shape[:2], bool)
+                     for i in range(len(frames))]
+            STATE["tracker"].append({"frames": sha(np.stack(frames)), "prompt": sha(np.asarray(kwargs["mask"]) > 0),
+                                     "n": len(frames), "masks": sha(np.stack(masks))})
+            return result
         raise RuntimeError(f"no stub for {self.model_name}")
 
 
@@ -255,7 +265,12 @@ pbm.PersistBenchMetric._track_pred = track
 metric = pbm.PersistBenchMetric(backend_launcher=FakeLauncher())  # the runtime's construction, defaults
 out = {**info, "scenarios": {}}
 for sc in job["scenarios"]:
-    STATE.update(dinov3=StubViT(16, SEED_DINOV3), dinov2=StubViT(14, SEED_DINOV2), tracker=[])
+    sam2 = None
+    if sc.get("sam2"):  # the public model server's own predictor, on the real sam2 package
+        from persistbench._legacy.model_server.modules.sam2_video import SAM2VideoPredictor
+        sam2 = SAM2VideoPredictor(model_cfg=sc["sam2"]["config"], checkpoint=sc["sam2"]["checkpoint"],
+                                  device=torch.device("cpu"))
+    STATE.update(dinov3=StubViT(16, SEED_DINOV3), dinov2=StubViT(14, SEED_DINOV2), tracker=[], sam2=sam2)
     CAP.clear()
     os.environ["QWEN_LOCAL_BASE_URL"] = sc["judge_url"]
     metric.object_permanence_score.vlm = VlmFilter()  # its clients read the URL when made
@@ -738,7 +753,38 @@ def scenarios() -> list[dict]:
                 "pred_objects": lambda i, t: {"c": (0.32 + 0.03 * t, 0.5), "r": (0.12, 0.16)},
             },
         ),
+        dict(
+            name="h_real_sam2",
+            about="the real sam2 package on both sides (SAM 2.1 hiera-tiny, seeded random weights, 1024 px): "
+            "the public model server's predictor vs our sam2-package backend; 8 frames, start 2",
+            sam2=True,
+            **{
+                **common,
+                "case": "c_sam2",
+                "frames": 8,
+                "visibility": [0.0] * 2 + [1.0] * 6,
+                "gt_objects": moving(8),
+                "pred_objects": pred_objects(8, missing=(5,)),
+            },
+        ),
     ]
+
+
+SAM2_CONFIG = "configs/sam2.1/sam2.1_hiera_t.yaml"
+
+
+def sam2_checkpoint(path: Path) -> dict:
+    """A SAM 2.1 hiera-tiny checkpoint of the sam2 package with seeded random weights (as the package saves
+    them), for the scenarios that run the real tracker on both sides."""
+    import torch
+    from sam2.build_sam import build_sam2_video_predictor
+
+    if not path.is_file():
+        torch.manual_seed(25)
+        model = build_sam2_video_predictor(SAM2_CONFIG, None, device="cpu")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save({"model": model.state_dict()}, path)
+    return {"config": SAM2_CONFIG, "checkpoint": str(path)}
 
 
 # ==================================================================== our side
@@ -795,11 +841,33 @@ def run_ours(sc: dict, built: dict, judge_url: str) -> dict:
             stubs["tracker"].append(record)
             return masks
 
+    class RecordedTracker:
+        """Our sam2-package backend, recording what it receives and gives as the public side records it."""
+
+        def __init__(self, checkpoint: str):
+            from persistbench.backends.sam2_video import Sam2PackageTracker
+            from persistbench.backends.weights import Weights
+
+            path = Path(checkpoint)
+            self.tracker = Sam2PackageTracker(Weights("sam2-package", path.parent, str(path), (path,)), "cpu")
+
+        def track(self, frames, mask):
+            masks = self.tracker.track(frames, mask)
+            stubs["tracker"].append(
+                {
+                    "frames": ns["sha"](np.stack(frames)),
+                    "prompt": ns["sha"](np.asarray(mask) > 0),
+                    "n": len(frames),
+                    "masks": ns["sha"](np.stack(masks)),
+                }
+            )
+            return masks
+
     opts = BackendOptions(device="cpu", judge=JudgeOptions(url=judge_url, model=JUDGE_MODEL))
     loaded = {
         "dinov3-large": features(stubs["dinov3"], 4),
         "dinov2-reg-large": features(stubs["dinov2"], 4),
-        "sam2": StubTracker(),
+        "sam2-package": RecordedTracker(sc["sam2"]["checkpoint"]) if sc.get("sam2") else StubTracker(),
         "judge": Judge(opts.judge, cache=False),
     }
     cap = {}
@@ -1107,6 +1175,8 @@ def main() -> int:
         built = {}
         for sc in chosen:
             built[sc["name"]] = build_case(work / "cases" / sc["name"], sc)
+            if sc.get("sam2"):
+                sc["sam2"] = sam2_checkpoint(work / "sam2-tiny.pt")
         with JudgeServer({sc["name"]: sc.get("judge", {}) for sc in chosen}) as judge:
             job = {
                 "out": str(work / "public.json"),
@@ -1121,6 +1191,7 @@ def main() -> int:
                         "eval_length": sc["eval_length"],
                         "eval_reso": sc["eval_reso"],
                         "n_pred": built[sc["name"]]["n_pred"],
+                        "sam2": sc.get("sam2"),
                     }
                     for sc in chosen
                 ],

@@ -60,6 +60,17 @@ def sam2(folder, size=256):
     return folder
 
 
+def sam2_package(path):
+    """The ``sam2`` package's SAM 2.1 hiera-tiny video predictor with random weights, saved as the package saves
+    its checkpoints (``{"model": state_dict}``). Its image size is the package's 1024: seconds a frame here."""
+    from sam2.build_sam import build_sam2_video_predictor
+
+    torch.manual_seed(9)
+    model = build_sam2_video_predictor("configs/sam2.1/sam2.1_hiera_t.yaml", None, device="cpu")
+    torch.save({"model": model.state_dict()}, path)
+    return path
+
+
 def lightglue(folder):
     """SuperPoint with random convolutions (its descriptors still follow the image) and a LightGlue whose
     layers add nothing and whose projection is the identity: matches are mutual nearest descriptors."""

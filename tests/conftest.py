@@ -13,6 +13,7 @@ build, a Ray cluster, the demo) or is one of :data:`SLOW_TESTS`; ``pytest -m "no
 from __future__ import annotations
 
 import fcntl
+import importlib.util
 import os
 import shutil
 from collections.abc import Callable
@@ -180,6 +181,8 @@ def checkpoints(tmp_path_factory) -> dict[str, Path]:
         build.grounding_dino(root / "grounding-dino")
         build.sam2_image(root / "sam2-image")
         build.clip(root / "clip")
+        if importlib.util.find_spec("sam2"):
+            build.sam2_package(root / "sam2-package.pt")
         return root
 
     root = shared(tmp_path_factory, "weights", make)
@@ -194,4 +197,5 @@ def checkpoints(tmp_path_factory) -> dict[str, Path]:
         "grounding-dino": root / "grounding-dino",
         "sam2-image": root / "sam2-image",
         "clip-vit-b32": root / "clip",
+        **({"sam2-package": root / "sam2-package.pt"} if (root / "sam2-package.pt").is_file() else {}),
     }

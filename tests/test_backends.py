@@ -295,6 +295,7 @@ def _score(run, checkpoints, url, *extra):
 
 
 def test_paper_v3_scores_a_run_with_every_backend(oracle_run, checkpoints, tmp_path, monkeypatch):
+    pytest.importorskip("sam2", reason="paper-v3's tracker is the sam2 package: pip install -e '.[sam2]'")
     monkeypatch.setenv("PERSISTBENCH_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("PERSISTBENCH_JUDGE_KEY", "sk-never-written")
     run = RunLayout(oracle_run)
@@ -320,10 +321,9 @@ def test_paper_v3_scores_a_run_with_every_backend(oracle_run, checkpoints, tmp_p
         assert summary["backends"]["judge"] == [
             {"judge_model": "judge-x", "judge_url": server.url, "served_model": None}
         ]
-        assert (
-            summary["backends"]["sam2"][0]["sha256"]
-            == resolve(BACKENDS["sam2"], str(checkpoints["sam2"]), False).sha256
-        )
+        (tracker,) = summary["backends"]["sam2-package"]
+        assert tracker["sha256"] == resolve(BACKENDS["sam2-package"], str(checkpoints["sam2-package"]), False).sha256
+        assert tracker["sam2_config"] == "configs/sam2.1/sam2.1_hiera_t.yaml" and tracker["precision"] == "float32"
         result = _score(oracle_run, checkpoints, server.url)  # everything again: the judge's answers are cached
         assert result.exit_code == 0 and len(server.requests) == asked
         _package_and_check(oracle_run, checkpoints, server.url, tmp_path)
@@ -331,8 +331,8 @@ def test_paper_v3_scores_a_run_with_every_backend(oracle_run, checkpoints, tmp_p
     report = CliRunner().invoke(main, ["report", str(oracle_run), "--output", str(tmp_path / "report.html")])
     assert report.exit_code == 0, report.output
     page = (tmp_path / "report.html").read_text()
-    sam2_sha = resolve(BACKENDS["sam2"], str(checkpoints["sam2"]), False).sha256
-    assert f"sam2: {sam2_sha[:12]} on cpu" in page and "judge: judge-x at http://127.0.0.1:" in page
+    sam2_sha = resolve(BACKENDS["sam2-package"], str(checkpoints["sam2-package"]), False).sha256
+    assert f"sam2-package: {sam2_sha[:12]} on cpu" in page and "judge: judge-x at http://127.0.0.1:" in page
     assert "object_permanence_visible" in page and "default-three-paper-v3" in page
 
     records = sorted((run.scores_dir("paper-v3")).glob("*/*.json"))

@@ -29,13 +29,14 @@ def _wheels() -> Path:
     return found.parent
 
 
-def test_the_public_scorer_and_ours_agree_on_the_harness_scenarios(tmp_path):
+def _parity(tmp_path, scenarios: tuple[str, ...]) -> str:
+    """The harness's report on ``scenarios``, checked to agree everywhere."""
     wheels = _wheels()
     listed = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "parity_public.py"), "--list"], capture_output=True, text=True
     )
-    assert all(name in listed.stdout for name in SCENARIOS), listed.stdout
-    args = [f"-k{name}" for name in SCENARIOS]
+    assert all(name in listed.stdout for name in scenarios), listed.stdout
+    args = [f"-k{name}" for name in scenarios]
     out = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "parity_public.py"), *args, "--venv", str(tmp_path / "venv")]
         + ["--wheels", str(wheels)],
@@ -45,7 +46,19 @@ def test_the_public_scorer_and_ours_agree_on_the_harness_scenarios(tmp_path):
         timeout=900,
     )
     assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-3000:]
-    assert "ALL AGREE (4 scenarios" in out.stdout
+    assert f"ALL AGREE ({len(scenarios)} scenarios" in out.stdout
     assert "imported from " + str(tmp_path / "venv") in out.stdout  # theirs ran in its own interpreter
-    for name in SCENARIOS:
+    for name in scenarios:
         assert f"## {name}: " in out.stdout and "| NO " not in out.stdout
+    return out.stdout
+
+
+def test_the_public_scorer_and_ours_agree_on_the_harness_scenarios(tmp_path):
+    _parity(tmp_path, SCENARIOS)
+
+
+def test_the_real_sam2_package_tracks_alike_in_the_public_scorer_and_ours(tmp_path):
+    """SAM 2.1 (hiera-tiny, random weights) through the public model server's predictor and our backend."""
+    pytest.importorskip("sam2", reason="the sam2 package: pip install -e '.[sam2]'")
+    report = _parity(tmp_path, ("h_real_sam2",))
+    assert "| tracked masks " in report and "sha256 equal" in report

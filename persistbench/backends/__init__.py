@@ -1,9 +1,10 @@
 """Model backends: the networks and the judge the model-based scores run on (optional extras).
 
-Every network comes from ``transformers`` (extra ``[vision]``), which provides all of the
-architectures the published protocols use, loaded from safetensors only (no pickle): DINOv2 and
-DINOv2 with registers, DINOv3, SAM 2.1's video and image predictors, SuperPoint and LightGlue,
-Grounding DINO and CLIP. The judge is
+The networks come from ``transformers`` (extra ``[vision]``), loaded from safetensors only (no
+pickle): DINOv2 and DINOv2 with registers, DINOv3, SAM 2.1's video and image predictors, SuperPoint
+and LightGlue, Grounding DINO and CLIP. paper-v3's tracker is the ``sam2`` package itself (extra
+``[sam2]``, backend ``sam2-package``), because its masks are what the published scores came from;
+its ``.pt`` checkpoint is read with torch's tensors-only unpickler. The judge is
 any OpenAI-compatible chat endpoint, reached through the ``openai`` package (extra ``[judge]``).
 
 Weights come from ``--weights NAME=DIR`` (a folder with ``config.json`` and ``*.safetensors``) or
@@ -35,7 +36,9 @@ class BackendSpec:
     modules: tuple[str, ...]  # what must import
     repo: str | None  # default Hub repository of its weights (None: the judge, or a file the user gives)
     cpu: str  # how it runs without a GPU
-    format: str = "transformers"  # its weights: a transformers checkpoint folder, a torch.export file, torchvision's AlexNet  # file ("alexnet"); the judge: "endpoint"
+    # its weights: a transformers checkpoint folder, a torch.export file, torchvision's AlexNet file ("alexnet"),
+    # a sam2 package checkpoint ("sam2-checkpoint"); the judge: "endpoint"
+    format: str = "transformers"
 
 
 BACKENDS: dict[str, BackendSpec] = {
@@ -75,11 +78,20 @@ BACKENDS: dict[str, BackendSpec] = {
         ),
         BackendSpec(
             "sam2",
-            "paper-v3 tracking and R2M object_consistency: SAM 2.1 video predictor follows objects through frames",
+            "R2M object_consistency: SAM 2.1 video predictor (transformers' port) follows objects through frames",
             "vision",
             ("torch", "transformers"),
             "facebook/sam2.1-hiera-large",
             "works, slowly: seconds a frame at 1024 px; R2M's object family (16 objects a pair) wants a GPU",
+        ),
+        BackendSpec(
+            "sam2-package",
+            "paper-v3 tracking: SAM 2.1's video predictor from the sam2 package, as the public toolkit runs it",
+            "sam2",
+            ("torch", "sam2"),
+            "facebook/sam2.1-hiera-large",
+            "works, slowly: seconds a frame at 1024 px; holes filled only with the package's CUDA extension",
+            "sam2-checkpoint",
         ),
         BackendSpec(
             "grounding-dino",
@@ -238,6 +250,10 @@ def load(name: str, opts: BackendOptions):
         from persistbench.backends.tracker import VideoTracker
 
         return VideoTracker(weights, device)
+    if name == "sam2-package":
+        from persistbench.backends.sam2_video import Sam2PackageTracker
+
+        return Sam2PackageTracker(weights, device)
     if name == "superpoint-lightglue":
         from persistbench.backends.matcher import PairMatcher
 
@@ -273,7 +289,9 @@ def provenance(names: list[str], opts: BackendOptions) -> dict:
     for name in names:
         backend = load(name, opts)
         out[name] = (
-            backend.provenance() if name == "judge" else {**backend.weights.provenance(), "device": backend.device}
+            backend.provenance()
+            if hasattr(backend, "provenance")
+            else {**backend.weights.provenance(), "device": backend.device}
         )
     return out
 

@@ -58,6 +58,8 @@ def resolve(spec: BackendSpec, given: str | None, allow_download: bool) -> Weigh
     ``given`` as a file and has no default."""
     if spec.format == "torch.export":
         return exported(spec.name, given)
+    if spec.format == "sam2-checkpoint":
+        return sam2_checkpoint(spec, given, allow_download)
     if given and Path(given).expanduser().is_dir():
         folder = Path(given).expanduser().resolve()
         return checkpoint(spec.name, folder, str(folder))
@@ -95,3 +97,32 @@ def exported(name: str, given: str | None) -> Weights:
         raise BackendUnavailable(f"{path}: not a torch.export archive (a zip written by torch.export.save); {how}")
     path = path.resolve()
     return Weights(name, path.parent, str(path), (path,))
+
+
+SAM2_FILES = {"facebook/sam2.1-hiera-large": "sam2.1_hiera_large.pt"}  # the package's checkpoint in its Hub repository
+
+
+def sam2_checkpoint(spec: BackendSpec, given: str | None, allow_download: bool) -> Weights:
+    """A ``sam2`` package checkpoint: ``--weights NAME=FILE.pt``, else ``sam2.1_hiera_large.pt`` of the default
+    repository from the Hugging Face cache (fetched only with ``allow_download``). Its contents are checked
+    when the backend loads it."""
+    if given:
+        path = Path(given).expanduser()
+        if not path.is_file():
+            raise BackendUnavailable(f"--weights {spec.name}={given}: no such file (a SAM 2.1 checkpoint, *.pt)")
+        path = path.resolve()
+        return Weights(spec.name, path.parent, str(path), (path,))
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    filename = SAM2_FILES[spec.repo]
+    try:
+        path = Path(hf_hub_download(spec.repo, filename, local_files_only=not allow_download))
+    except LocalEntryNotFoundError:
+        raise BackendUnavailable(
+            f"backend {spec.name}: {spec.repo}/{filename} is not in the Hugging Face cache; pass "
+            f"--weights {spec.name}=FILE.pt or --allow-download to fetch it"
+        ) from None
+    except Exception as e:  # the Hub's errors: no such repository, offline
+        raise BackendUnavailable(f"backend {spec.name}: {spec.repo}: {str(e).splitlines()[0]}") from None
+    return Weights(spec.name, path.parent, f"{spec.repo}/{filename}@{path.parent.name}", (path,))

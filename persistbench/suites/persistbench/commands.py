@@ -206,7 +206,7 @@ def package(pred, output, name, allow_subset, check_zip, sample, seed, tolerance
     \b
     Examples:
       persistbench package --pred runs/mymodel --output submission.zip
-      persistbench package --check submission.zip --pred runs/mymodel --sample 20 --weights sam2=DIR ...
+      persistbench package --check submission.zip --pred runs/mymodel --sample 20 --weights sam2-package=FILE.pt ...
     """
     from pathlib import Path
 

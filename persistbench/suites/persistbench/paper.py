@@ -9,9 +9,11 @@ Per case (docs/metrics.md, "paper-v3", lists every step and each deviation):
 2. *matching* (backend ``dinov3-large``): the object's features in the ground truth's start frame
    (its mask's box widened by ``bbox_margin``) are slid over the prediction's start frame; the best
    place receives the ground-truth mask, resized to the box;
-3. *tracking* (backend ``sam2``): that mask is followed through the prediction (frames passed twice
-   through JPEG at quality 95: the public toolkit's tracker reads a JPEG copy of its JPEG copy); a
-   frame is tracked when its mask is not empty;
+3. *tracking* (backend ``sam2-package``, the ``sam2`` package the published scores came from;
+   ``transformers``' port, ``sam2``, may be named in a protocol file of one's own): that mask is
+   followed through the prediction (frames passed twice through JPEG at quality 95: the public
+   toolkit's tracker reads a JPEG copy of its JPEG copy); a frame is tracked when its mask is not
+   empty;
 4. the scores, per frame from the start: ``object_permanence`` = tracked AND the judge sees the
    object (judge asked on a sparse, adaptive set of frames, :func:`paper_metrics.judge_statuses`);
    ``motion_continuity`` and ``appearance_preservation`` (backend ``dinov2-reg-large``) as the
@@ -64,7 +66,7 @@ SCHEMA = {
     "eval_size": size_hw,
     "metrics": metric_list(PAPER_METRICS),
     "matching": section({"backend": one_of("dinov3-large"), "bbox_margin": number(0, 1)}),
-    "tracking": section({"backend": one_of("sam2"), "jpeg_quality": number(1, 100, integer=True)}),
+    "tracking": section({"backend": one_of("sam2-package", "sam2"), "jpeg_quality": number(1, 100, integer=True)}),
     "object_permanence": section(
         {
             "num_sample_frames": number(0, 10_000, integer=True),
