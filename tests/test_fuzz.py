@@ -274,7 +274,6 @@ def test_wrop_members(wrop_corpus, tmp_path, data):
             for sample in archive.samples:
                 archive.metadata(sample)
                 archive.video_split(sample)
-                archive.category(sample)
                 archive.trajectory(sample)
 
     _refuses_cleanly(read)

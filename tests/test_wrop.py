@@ -32,7 +32,7 @@ ADAPTER = Path(__file__).parent / "adapters" / "wrop_first_frame.py"
 
 @pytest.fixture(scope="module")
 def wrop(tmp_path_factory) -> Path:
-    """Two tasks of three samples (one per video_split method), 96 x 160."""
+    """Three real tasks of three samples (one task per video_split method the generator uses), 96 x 160."""
     out = tmp_path_factory.mktemp("wrop")
     make(out, WropSynthConfig(samples=3))
     return out
@@ -68,7 +68,7 @@ def _score(run: Path, dataset, metrics=("psnr", "ssim"), **kw) -> dict:
 
 def test_synth_writes_the_corpus_layout(wrop):
     entries = corpus.parse_checksums((wrop / layout.CHECKSUMS).read_bytes(), "checksums.txt")
-    assert sorted(entries) == ["ball_into_container", "ball_roll_occluder"]
+    assert sorted(entries) == ["knock_ball_off_ledge", "trapdoor_drop", "u_track_occluded_ball"]
     splits = []
     for task, entry in entries.items():
         path = wrop / layout.archive_path(task)
@@ -81,12 +81,21 @@ def test_synth_writes_the_corpus_layout(wrop):
             meta = archive.metadata(sample)
             splits.append(meta["video_split"])
             assert archive.text(sample).startswith("Continue this scene as a short video.")
-            traj = archive.trajectory(sample)
-            assert traj["xpos"].shape == (120, 3, 3) and traj["xquat"].dtype == np.float32
-            assert traj["body_names"].dtype.kind == "U" and traj["is_target"].tolist() == [True, False, False]
-    assert {s["method"] for s in splits} == {"midpoint", "before_event", "overlap_event"}
-    assert any(s["input_pad_start_frames"] for s in splits) and any(s["target_pad_end_frames"] for s in splits)
-    assert any(s["seam_overlap_frames"] for s in splits)
+            assert archive.text(sample).endswith("\n") and list(meta) == ["parameters", "provenance", "video_split"]
+            traj = archive.trajectory(sample)  # the generator's keys, kinds and shapes (checked by the reader)
+            n = len(traj["body_names"])
+            assert traj["xpos"].shape == (120, n, 3) and traj["qpos"].shape == (120, 7 * n)
+            assert traj["xquat"].dtype == np.float32 and traj["body_names"].dtype.kind == "U"
+            assert traj["is_target"][0] and int(traj["frame_start"]) == 1 and int(traj["frame_end"]) == 120
+            assert np.allclose(traj["qpos"].reshape(120, n, 7)[..., :3], traj["xpos"])
+    assert {(s["method"], s.get("boundary_method")) for s in splits} == {
+        ("midpoint", None),
+        ("manifest_event_boundary", "before_event"),
+        ("manifest_event_boundary", "overlap_event"),
+    }
+    assert any(s["input_pad_start_frames"] for s in splits)
+    assert {s.get("seam_overlap_frames", 0) for s in splits} == {0, 1}
+    assert all(s["input_end_index"] - s["input_start_index"] + s["input_pad_start_frames"] == 60 for s in splits)
     import subprocess
 
     from persistbench.io.video import ffmpeg_exe
@@ -103,9 +112,9 @@ def test_synth_writes_the_corpus_layout(wrop):
 
 
 def test_synth_is_byte_reproducible(wrop, tmp_path):
-    make(tmp_path, WropSynthConfig(samples=3, tasks=("ball_roll_occluder",)))
-    again = (tmp_path / layout.archive_path("ball_roll_occluder")).read_bytes()
-    assert again == (wrop / layout.archive_path("ball_roll_occluder")).read_bytes()
+    make(tmp_path, WropSynthConfig(samples=3, tasks=("u_track_occluded_ball",)))
+    again = (tmp_path / layout.archive_path("u_track_occluded_ball")).read_bytes()
+    assert again == (wrop / layout.archive_path("u_track_occluded_ball")).read_bytes()
 
 
 def test_per_task_picks_depend_on_the_task_alone():
@@ -119,11 +128,11 @@ def test_per_task_picks_depend_on_the_task_alone():
 
 def test_cases_tasks_and_per_task(wrop):
     suite = open_suite(wrop)
-    assert suite.name == "wrop" and len(suite.cases()) == 6
-    assert {c.subset for c in suite.cases()} == {"baillargeonian_occlusion", "container_permanence"}
-    one = open_suite(wrop, options={"tasks": ["ball_roll*"], "per_task": 2})
+    assert suite.name == "wrop" and len(suite.cases()) == 9
+    assert {c.subset for c in suite.cases()} == {"baillargeonian_occlusion", "object_drop", "object_collision"}
+    one = open_suite(wrop, options={"tasks": ["u_track*"], "per_task": 2})
     both = open_suite(wrop, options={"per_task": 2})
-    rolls = [c for c in both.cases() if c.case_id.startswith("ball_roll")]
+    rolls = [c for c in both.cases() if c.case_id.startswith("u_track")]
     assert one.cases() == rolls and len(rolls) == 2  # the same picks whatever other tasks are chosen
     assert one.fingerprint() != both.fingerprint() != suite.fingerprint()
     with pytest.raises(UsageError, match=r"--tasks nope\*: no such task"):
@@ -194,21 +203,31 @@ def test_hold_gains_exactly_zero_and_flow_gains_in_the_changed_region(wrop, runs
         assert all(block[r][m]["gain"] == 0.0 for r in ("full", "changed") for m in metrics)
     assert hold["unavailable"] == {}
     flow = _score(runs["flow"], wrop, metrics, backends=BackendOptions(weights=(("lpips", alexnet),)))
-    roll = flow["tasks"]["ball_roll_occluder"]
+    roll = flow["tasks"]["u_track_occluded_ball"]
     assert roll["category"] == "baillargeonian_occlusion" and roll["cases"] == 3
     assert roll["changed"]["psnr"]["gain"] > 0.1, roll["changed"]["psnr"]
     assert flow["categories"]["baillargeonian_occlusion"]["tasks"] == 1
-    assert flow["overall"]["tasks"] == 2 and flow["overall"]["cases"] == 6
-    # equal weight per task: Overall is the mean of the two tasks' means
+    assert flow["overall"]["tasks"] == 3 and flow["overall"]["cases"] == 9
+    # the paper's families, in the generator's order, and the dimensions above them; equal weight per task
+    assert list(flow["categories"]) == ["baillargeonian_occlusion", "object_drop", "object_collision"]
+    assert flow["categories"]["object_drop"]["name"] == "Object drop"
+    assert flow["categories"]["object_drop"]["dimension"] == "object_solidity"
+    assert {k: (v["name"], v["tasks"]) for k, v in flow["dimensions"].items()} == {
+        "object_permanence": ("Object permanence", 1),
+        "object_solidity": ("Object solidity", 2),
+    }
+    solid = [flow["tasks"][t]["full"]["psnr"]["model"] for t in ("trapdoor_drop", "knock_ball_off_ledge")]
+    assert flow["dimensions"]["object_solidity"]["full"]["psnr"]["model"] == pytest.approx(np.mean(solid), abs=1e-12)
+    # Overall is the mean of the tasks' means
     want = np.mean([t["full"]["psnr"]["model"] for t in flow["tasks"].values()])
     assert flow["overall"]["full"]["psnr"]["model"] == pytest.approx(want, abs=1e-12)
     curve = flow["curves"]["full"]["psnr"]
-    assert len(curve["model"]) == 60 and max(curve["cases"]) == 6 and min(curve["cases"]) < 6  # seams, padding
-    assert sum(flow["curves"]["changed"]["psnr"]["cases"]) < sum(curve["cases"])  # frames with nothing changed
+    assert len(curve["model"]) == 60 and max(curve["cases"]) == 9 and min(curve["cases"]) < 9  # the seam
     model = _score(runs["file"], wrop)
-    assert model["model"].endswith("wrop_first_frame.py:FirstFrame") and model["overall"]["cases"] == 6
+    assert model["model"].endswith("wrop_first_frame.py:FirstFrame") and model["overall"]["cases"] == 9
     lines = (RunLayout(runs["flow"]).scores_dir("wrop-cont-v1") / "summary.md").read_text()
-    assert "| baillargeonian_occlusion | 1 | 3 |" in lines and "**changed region**" in lines
+    assert "| Baillargeonian occlusion | 1 | 3 |" in lines and "| *Object solidity* | 2 | 6 |" in lines
+    assert "**changed region**" in lines
 
 
 def test_scored_frames_leave_out_seam_and_padding(wrop, runs):
@@ -218,8 +237,9 @@ def test_scored_frames_leave_out_seam_and_padding(wrop, runs):
     for case in results["cases"]:
         archive, sample = suite.sample(type("Ref", (), {"subset": case["subset"], "case_id": case["uid"]})())
         split = archive.metadata(sample)["video_split"]
-        first, end = split["seam_overlap_frames"], 60 - split["target_pad_end_frames"]
+        first, end = split.get("seam_overlap_frames", 0), 60 - split["target_pad_end_frames"]
         assert case["scored_frames"] == list(range(first, end)) and case["method"] == split["method"]
+        assert case["boundary_method"] == split.get("boundary_method")
 
 
 def test_scores_are_identical_from_disk_over_http_and_after_fetch(wrop, runs, tmp_path):
@@ -244,11 +264,11 @@ def test_scores_are_identical_from_disk_over_http_and_after_fetch(wrop, runs, tm
             main, ["fetch", "--suite", "wrop", "--from", remote, "--output", str(fetched), "--no-progress"]
         )
         assert result.exit_code == 0, result.output
-    for task in ("ball_roll_occluder", "ball_into_container"):
+    for task in ("u_track_occluded_ball", "trapdoor_drop", "knock_ball_off_ledge"):
         assert (fetched / layout.archive_path(task)).read_bytes() == (wrop / layout.archive_path(task)).read_bytes()
     _score(run, fetched)
     after_fetch = snapshot()
-    assert local == over_http == after_fetch and len(local) == 10
+    assert local == over_http == after_fetch and len(local) == 13
 
 
 def test_the_hub_through_huggingface_hubs_file_system(wrop, tmp_path):
@@ -282,7 +302,7 @@ def test_the_hub_through_huggingface_hubs_file_system(wrop, tmp_path):
     shutil.rmtree(scores)
     _score(run, wrop)  # the same run against the local copy: the selection comes from run.json
     local = {p.name: p.read_bytes() for p in scores.rglob("*.json") if ".state" not in p.parts}
-    assert local == remote and len(remote) == 4
+    assert local == remote and len(remote) == 5
 
 
 def test_remote_selection_reads_only_the_bytes_it_needs(tmp_path, monkeypatch):
@@ -329,7 +349,7 @@ def _mapping(tmp_path: Path, **tasks: str) -> Path:
 
 @pytest.fixture
 def roll_members(wrop) -> dict[str, bytes]:
-    return members_of(wrop / layout.archive_path("ball_roll_occluder"))
+    return members_of(wrop / layout.archive_path("u_track_occluded_ball"))
 
 
 def _cli_infer(root: Path, out: Path, *extra: str):
@@ -347,29 +367,29 @@ def _one_line_error(result, *parts: str) -> None:
 
 
 def test_wrong_member_count_missing_file_unsafe_name_and_link(roll_members, tmp_path):
-    tar = "ball_roll_occluder_task.tar"
+    tar = "u_track_occluded_ball_task.tar"
     cases = {}
-    cases["count"] = ({"ball_roll_occluder": roll_members}, {"ball_roll_occluder": 14}, ["15 members", "says 14"])
+    cases["count"] = ({"u_track_occluded_ball": roll_members}, {"u_track_occluded_ball": 14}, ["15 members", "says 14"])
     missing = dict(roll_members)
-    gone = next(n for n in missing if n.endswith("ball_roll_occluder_0001/prompt.txt"))
+    gone = next(n for n in missing if n.endswith("u_track_occluded_ball_0001/prompt.txt"))
     del missing[gone]
-    cases["missing"] = ({"ball_roll_occluder": missing}, None, [f"member {gone} is missing"])
-    unsafe = {**roll_members, "train/shard1/ball_roll_occluder_task/../../../etc/passwd": b"x"}
-    cases["unsafe"] = ({"ball_roll_occluder": unsafe}, None, ["etc/passwd", "refused"])
+    cases["missing"] = ({"u_track_occluded_ball": missing}, None, [f"member {gone} is missing"])
+    unsafe = {**roll_members, "train/shard1/u_track_occluded_ball_task/../../../etc/passwd": b"x"}
+    cases["unsafe"] = ({"u_track_occluded_ball": unsafe}, None, ["etc/passwd", "refused"])
     for what, (tars, counts, parts) in cases.items():
         root = write_corpus(tmp_path / what, tars, counts)
         out = tmp_path / f"{what}-run"
         _one_line_error(_cli_infer(root, out), tar, *parts)
         assert not out.exists(), what  # nothing written
     link_root = tmp_path / "link"
-    path = link_root / layout.archive_path("ball_roll_occluder")
+    path = link_root / layout.archive_path("u_track_occluded_ball")
     path.parent.mkdir(parents=True)
     with tarfile.open(path, "w", format=tarfile.GNU_FORMAT) as t:
         for name, data in sorted(roll_members.items()):
             info = tarfile.TarInfo(name)
             info.size = len(data)
             t.addfile(info, io.BytesIO(data))
-        info = tarfile.TarInfo("train/shard1/ball_roll_occluder_task/ball_roll_occluder_0000/prompt2.txt")
+        info = tarfile.TarInfo("train/shard1/u_track_occluded_ball_task/u_track_occluded_ball_0000/prompt2.txt")
         info.type, info.linkname = tarfile.SYMTYPE, "/etc/passwd"
         t.addfile(info)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
@@ -379,45 +399,52 @@ def test_wrong_member_count_missing_file_unsafe_name_and_link(roll_members, tmp_
 
 
 def test_wrong_checksum_is_found_by_verify_and_fetch_keeps_nothing(roll_members, tmp_path):
-    root = write_corpus(tmp_path / "c", {"ball_roll_occluder": roll_members}, digests={"ball_roll_occluder": "0" * 64})
+    root = write_corpus(
+        tmp_path / "c", {"u_track_occluded_ball": roll_members}, digests={"u_track_occluded_ball": "0" * 64}
+    )
     result = CliRunner().invoke(main, ["verify", str(root), "--no-progress"])
-    assert result.exit_code == 1 and "ball_roll_occluder_task.tar: sha256" in result.output
+    assert result.exit_code == 1 and "u_track_occluded_ball_task.tar: sha256" in result.output
     assert "says 000000000000" in result.output
     out = tmp_path / "fetched"
     result = CliRunner().invoke(
         main, ["fetch", "--suite", "wrop", "--from", str(root), "--output", str(out), "--no-progress"]
     )
-    _one_line_error(result, "ball_roll_occluder_task.tar", "sha256", "nothing kept")
+    _one_line_error(result, "u_track_occluded_ball_task.tar", "sha256", "nothing kept")
     assert not any(p.is_file() for p in out.rglob("*") if ".state" not in p.parts)  # the failure is recorded there
 
 
 def test_object_npz_and_unknown_task(roll_members, tmp_path):
     bad = dict(roll_members)
-    name = next(n for n in bad if n.endswith("ball_roll_occluder_0002/trajectory.npz"))
+    name = next(n for n in bad if n.endswith("u_track_occluded_ball_0002/trajectory.npz"))
     buf = io.BytesIO()
     np.savez(buf, xpos=np.array([{"a": 1}], dtype=object))
     bad[name] = buf.getvalue()
-    root = write_corpus(tmp_path / "npz", {"ball_roll_occluder": bad})
+    root = write_corpus(tmp_path / "npz", {"u_track_occluded_ball": bad})
     result = CliRunner().invoke(main, ["verify", str(root), "--no-progress"])
-    line = f"ball_roll_occluder_task.tar: {name}: xpos: unsafe or malformed .npy file: holds Python objects"
+    line = f"u_track_occluded_ball_task.tar: {name}: xpos: unsafe or malformed .npy file: holds Python objects"
     assert result.exit_code == 1 and line in result.output
     with pytest.raises(PersistbenchError, match="holds Python objects"):
         suite = open_suite(root)
-        suite.archive("ball_roll_occluder").trajectory("ball_roll_occluder_0002")
-    # a task whose metadata names no category, and no --categories file that maps it
-    nocat = tmp_path / "nocat"
-    make(nocat, WropSynthConfig(samples=1, tasks=("ball_roll_occluder",), category_in_metadata=False))
+        suite.archive("u_track_occluded_ball").trajectory("u_track_occluded_ball_0002")
+    # a task outside WROP's taxonomy, and no --categories file that maps it
+    renamed = {n.replace("u_track_occluded_ball", "my_rolling_ball"): d for n, d in roll_members.items()}
+    mine = write_corpus(tmp_path / "mine", {"my_rolling_ball": renamed})
     out = tmp_path / "run"
-    _one_line_error(_cli_infer(nocat, out), "ball_roll_occluder_task.tar", "unknown task 'ball_roll_occluder'")
+    _one_line_error(_cli_infer(mine, out), "my_rolling_ball_task.tar", "unknown task 'my_rolling_ball'", "150 tasks")
     assert not out.exists()
-    result = _cli_infer(nocat, out, "--tasks", "rolling")
+    result = _cli_infer(mine, out, "--tasks", "rolling")
     assert result.exit_code == 2 and "Error: --tasks rolling: no such task" in result.output
-    mapping = _mapping(tmp_path, ball_roll_occluder="baillargeonian occlusion")
-    result = _cli_infer(nocat, out, "--categories", str(mapping))
+    mapping = _mapping(tmp_path, my_rolling_ball="baillargeonian occlusion")
+    result = _cli_infer(mine, out, "--categories", str(mapping))
     assert result.exit_code == 0, result.output
     info = json.loads((out / "run.json").read_text())
     assert info["dataset"]["options"] == {"categories": str(mapping.resolve())}
-    assert (out / "baillargeonian_occlusion" / "ball_roll_occluder_0000" / "gen.mp4").is_file()
+    assert (out / "baillargeonian_occlusion" / "my_rolling_ball_0000" / "gen.mp4").is_file()
+    # the file overrides the taxonomy for a task it knows
+    moved = open_suite(
+        tmp_path / "mine", options={"categories": str(_mapping(tmp_path, my_rolling_ball="object drop"))}
+    )
+    assert {c.subset for c in moved.cases()} == {"object_drop"}
 
 
 # ---------------------------------------------------------------- the parts
@@ -450,21 +477,22 @@ def test_region_velocity_and_flow_baseline_extrapolate_a_moving_square():
 
 def test_fetch_resumes_a_partial_archive_and_skips_a_complete_one(wrop, tmp_path):
     out = tmp_path / "out"
-    tar = layout.archive_path("ball_roll_occluder")
+    tar = layout.archive_path("u_track_occluded_ball")
     whole = (wrop / tar).read_bytes()
     part = out / (tar + ".part")
     part.parent.mkdir(parents=True)
     part.write_bytes(whole[: len(whole) // 2])  # an interrupted download
     args = ["fetch", "--suite", "wrop", "--from", str(wrop), "--output", str(out), "--no-progress"]
-    result = CliRunner().invoke(main, [*args, "--tasks", "ball_roll*"])
+    result = CliRunner().invoke(main, [*args, "--tasks", "u_track*"])
     assert result.exit_code == 0, result.output
     assert (out / tar).read_bytes() == whole and not part.exists()
-    assert (out / layout.CHECKSUMS).read_text().split()[1:] == ["ball_roll_occluder_task.tar", "15"]
+    assert (out / layout.CHECKSUMS).read_text().split()[1:] == ["u_track_occluded_ball_task.tar", "15"]
     before = (out / tar).stat().st_mtime_ns
     result = CliRunner().invoke(main, args)  # all tasks now: the complete archive is kept as it is
     assert result.exit_code == 0 and (out / tar).stat().st_mtime_ns == before
-    assert len((out / layout.CHECKSUMS).read_text().splitlines()) == 2
+    assert len((out / layout.CHECKSUMS).read_text().splitlines()) == 3
     assert json.loads((out / "persistbench_fetch.json").read_text())["tasks"] == [
-        "ball_into_container",
-        "ball_roll_occluder",
+        "knock_ball_off_ledge",
+        "trapdoor_drop",
+        "u_track_occluded_ball",
     ]

@@ -18,6 +18,7 @@ from persistbench.cli.options import (
     finish,
     json_file_option,
     output_option,
+    report_skipped,
     resume_option,
     shard_option,
     suite_options,
@@ -116,5 +117,6 @@ def infer(
     else:
         with executor.build() as ex:
             result = run_infer(opts, selected, ex, resume=resume, overwrite=overwrite, progress=not no_progress)
+    report_skipped(opts.open_suite().skipped())
     if finish(result, shard, f"persistbench infer ... --output {output}"):
         click.echo(f"predictions: {output}")

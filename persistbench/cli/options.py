@@ -348,3 +348,11 @@ def suite_options(ctx: click.Context, suite: str, command: str, given: tuple[str
             raise UsageError(f"-S {item}: expected KEY=VALUE")
         pairs.append((key, value))
     return parse(suite_class(suite).option_specs, suite, command, pairs)
+
+
+def report_skipped(skipped: dict[str, str], shown: int = 5) -> None:
+    """One stderr line per sample the dataset leaves out (the first ``shown`` of them) and how many in all."""
+    for key, why in list(skipped.items())[:shown]:
+        click.echo(f"left out {key}: {why}", err=True)
+    if skipped:
+        click.echo(f"left out {len(skipped)} sample(s) of the dataset (incomplete or failed to render)", err=True)

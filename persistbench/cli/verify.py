@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from persistbench.cli.options import NO_PROGRESS, SUITE, SUITE_OPTION, SuiteCommand, suite_options
+from persistbench.cli.options import NO_PROGRESS, SUITE, SUITE_OPTION, SuiteCommand, report_skipped, suite_options
 
 
 @click.command(cls=SuiteCommand)
@@ -22,9 +22,11 @@ def verify(ctx: click.Context, root, suite, suite_option, no_progress) -> None:
 
     suite = suite or detect(root)
     options = suite_options(ctx, suite, "verify", suite_option)
-    problems, n = open_suite(root, suite, options).verify(progress=not no_progress)
+    opened = open_suite(root, suite, options)
+    problems, n = opened.verify(progress=not no_progress)
     for line in problems:
         click.echo(line)
+    report_skipped(opened.skipped())
     if problems:
         raise click.ClickException(f"{len(problems)} problem(s) in {n} case(s) under {root}")
     click.echo(f"ok: {n} cases verified under {root}")

@@ -241,6 +241,7 @@ def start_run(opts: InferOptions, resume: bool, overwrite: bool) -> RunRecord:
             "root": suite.dataset_id(),
             "fingerprint": suite.fingerprint(),
             **({"options": suite.dataset_options()} if suite.dataset_options() else {}),
+            **({"skipped": suite.skipped()} if suite.skipped() else {}),
         },
         toolkit_version=__version__,
         model_class=f"{type(model).__module__}.{type(model).__qualname__}"

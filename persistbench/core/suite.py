@@ -179,6 +179,11 @@ class Suite(ABC):
     def verify(self, progress: bool = False) -> tuple[list[str], int]:
         """``(one 'path: problem' line per problem, number of cases checked)``."""
 
+    def skipped(self) -> dict[str, str]:
+        """Samples of the dataset left out of :meth:`cases` (incomplete or failed ones a suite tolerates): key ->
+        why. ``infer`` records them in ``run.json`` and every command that opens the dataset says how many."""
+        return {}
+
     # ---------------------------------------------------------------- inference
 
     @abstractmethod

@@ -16,7 +16,7 @@ from .fixtures import Fixtures
 from .harness import check, fresh
 from .r2m_cases import _video
 
-TAR = "wrop/train/ball_into_container_task.tar"
+TAR = "wrop/train/trapdoor_drop_task.tar"
 VERIFY = ["verify", "wrop"]
 INFER = ["infer", "--no-progress", "--model", "hold", "--dataset", "wrop", "--output", "o"]
 SCORE = ["score", "--no-progress", "--pred", "wrop_run", "--dataset", "wrop", "--metrics", "psnr"]
@@ -251,7 +251,7 @@ def cases(fx: Fixtures, work: Path) -> None:
         for command, args in (("verify", VERIFY), ("infer", INFER)):
             fresh(work, (fx.wrop, "wrop"))
             damage(work)
-            needle = ("ball_into_container", "checksums.txt")
+            needle = ("trapdoor_drop", "checksums.txt")
             check("WROP corpora", f"{name} ({command})", work, args, needle, _out)
 
     def video_member(width: int, height: int, frames: int):

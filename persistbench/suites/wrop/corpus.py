@@ -23,6 +23,7 @@ import os
 import re
 import tempfile
 import zipfile
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,7 @@ from persistbench.io.files import parse_json
 from persistbench.io.safeload import load_npy_bytes
 from persistbench.io.tarindex import REMOTE_CHUNK, ByteSource, HttpRange, LocalFile, TarIndex, build_index, cached_index
 from persistbench.suites.wrop import layout
+from persistbench.suites.wrop.taxonomy import taxonomy
 
 MAX_CHECKSUMS = 1 << 20
 MAX_TEXT = 64 << 10  # prompt.txt
@@ -44,14 +46,7 @@ MAX_VIDEO = 1 << 30
 MAX_ARCHIVE_MEMBERS = 10_000_000
 _SHA256_RE = re.compile(r"[0-9a-f]{64}")
 
-CATEGORIES = (
-    "baillargeonian_occlusion",
-    "object_static_occlusion",
-    "container_permanence",
-    "baillargeonian_obstruction",
-    "object_drop",
-    "object_collision",
-)
+CATEGORIES = tuple(taxonomy().family_names)  # the six families, in the generator's order
 
 
 def category_id(value: object) -> str | None:
@@ -232,27 +227,186 @@ def parse_checksums(data: bytes, where: str) -> dict[str, ArchiveEntry]:
 # ---------------------------------------------------------------- samples
 
 
+SPLIT_METHODS = ("midpoint", "deepest_occlusion", "midpoint_fallback", "manifest_event_boundary")
+BOUNDARY_METHODS = ("before_event", "overlap_event")  # a manifest_event_boundary split's boundary_method
+INDEX_KEYS = ("input_start_index", "input_end_index", "target_start_index", "target_end_index")
+PAD_KEYS = ("input_pad_start_frames", "target_pad_end_frames")
+
+
 @dataclass(frozen=True)
 class VideoSplit:
-    """``metadata.json``'s ``video_split``: how the 120 source frames became input and target."""
+    """``metadata.json``'s ``video_split`` as the generator writes it: which of the 120 rendered frames (0-based,
+    ends exclusive) became the input and the target clip, and how each was padded to its fixed length (the
+    first input frame repeated in front, the last target frame repeated behind). Under ``overlap_event`` the
+    contact frame ends the input and starts the target (``seam_overlap_frames``, 1)."""
 
     method: str
+    boundary_method: str | None  # before_event or overlap_event under manifest_event_boundary, else None
+    input_start_index: int
+    input_end_index: int
+    target_start_index: int
+    target_end_index: int
     input_pad_start_frames: int
     target_pad_end_frames: int
     seam_overlap_frames: int
+
+    @property
+    def policy(self) -> str:
+        """The split's rule in one word: the boundary method of a manifest split, else the method."""
+        return self.boundary_method or self.method
+
+    @property
+    def target_frames(self) -> int:
+        """The target clip's length: its source frames and the end padding."""
+        return self.target_end_index - self.target_start_index + self.target_pad_end_frames
 
     def scored(self, n_target: int) -> range:
         """Target frames that are predictions proper: neither the seam overlap nor the end padding."""
         return range(min(self.seam_overlap_frames, n_target), max(0, n_target - self.target_pad_end_frames))
 
 
-SPLIT_METHODS = ("midpoint", "before_event", "overlap_event")
+def video_split(meta: dict, where: str) -> VideoSplit:
+    """``meta["video_split"]`` read and checked (:class:`VideoSplit`); extra keys ignored, a missing or
+    inconsistent one refused naming ``where``."""
+    split = meta.get("video_split")
+    if not isinstance(split, dict):
+        raise PersistbenchError(f"{where}: no video_split object")
+    method = split.get("method")
+    if method not in SPLIT_METHODS:
+        raise PersistbenchError(f"{where}: video_split.method {method!r} is not one of {list(SPLIT_METHODS)}")
+    boundary = None
+    if method == "manifest_event_boundary":
+        boundary = split.get("boundary_method")
+        if boundary not in BOUNDARY_METHODS:
+            raise PersistbenchError(
+                f"{where}: video_split.boundary_method {boundary!r} is not one of {list(BOUNDARY_METHODS)}"
+            )
+    values = {}
+    for key in (*INDEX_KEYS, *PAD_KEYS, "seam_overlap_frames"):
+        if key not in split and key != "seam_overlap_frames":  # the generator writes a seam only where there is one
+            raise PersistbenchError(f"{where}: video_split.{key} is missing")
+        v = split.get(key, 0)
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 10_000:
+            raise PersistbenchError(f"{where}: video_split.{key} must be an integer in [0, 10000]")
+        values[key] = v
+    if values["input_start_index"] >= values["input_end_index"]:
+        raise PersistbenchError(f"{where}: video_split's input [input_start_index, input_end_index) is empty")
+    if values["target_start_index"] >= values["target_end_index"]:
+        raise PersistbenchError(f"{where}: video_split's target [target_start_index, target_end_index) is empty")
+    overlap = max(0, values["input_end_index"] - values["target_start_index"])
+    if values["seam_overlap_frames"] != overlap:
+        raise PersistbenchError(
+            f"{where}: video_split.seam_overlap_frames is {values['seam_overlap_frames']}, but the input ends at "
+            f"{values['input_end_index']} and the target starts at {values['target_start_index']}"
+        )
+    return VideoSplit(method, boundary, **values)
 
 
-class Archive:
-    """One task's archive, indexed; :meth:`read` returns a member's bytes, :meth:`video` an ffmpeg input."""
+# trajectory.npz as the generator writes it (np.savez_compressed, strings as fixed-width unicode): name -> (dtype
+# kinds, shape with "T" frames and "N" bodies; "7N"/"6N": N*7, N*6 per frame)
+TRAJECTORY_KEYS = {
+    "xpos": ("f", ("T", "N", 3)),
+    "xquat": ("f", ("T", "N", 4)),  # (w, x, y, z)
+    "qpos": ("f", ("T", "7N")),
+    "qvel": ("f", ("T", "6N")),
+    "body_names": ("U", ("N",)),
+    "body_roles": ("U", ("N",)),
+    "body_shapes": ("U", ("N",)),
+    "body_colors": ("U", ("N",)),
+    "is_target": ("b", ("N",)),
+    "fps": ("fiu", ()),
+    "frame_start": ("iu", ()),
+    "frame_end": ("iu", ()),
+}
+
+
+def check_trajectory(arrays: dict[str, np.ndarray], where: str) -> None:
+    """Every key of :data:`TRAJECTORY_KEYS` present with its kind and a shape that agrees with the others
+    (extra keys ignored); one line naming ``where`` and the key otherwise."""
+    missing = [k for k in TRAJECTORY_KEYS if k not in arrays]
+    if missing:
+        raise PersistbenchError(f"{where}: lacks {', '.join(missing)}")
+    xpos = arrays["xpos"]
+    if xpos.ndim != 3:
+        raise PersistbenchError(f"{where}: xpos must be [T, N, 3], not {list(xpos.shape)}")
+    t, n = xpos.shape[:2]
+    sizes = {"T": t, "N": n, "7N": 7 * n, "6N": 6 * n}
+    for key, (kinds, shape) in TRAJECTORY_KEYS.items():
+        a = arrays[key]
+        want = [sizes.get(d, d) for d in shape]
+        if a.dtype.kind not in kinds or list(a.shape) != want:
+            raise PersistbenchError(
+                f"{where}: {key} is {a.dtype} {list(a.shape)}, the generator writes kind {kinds!r} {want}"
+            )
+
+
+class TaskSamples:
+    """One task's samples, wherever they lie: :meth:`read` a member's bytes, :meth:`video` an ffmpeg input.
+    Subclasses say where (:class:`Archive`: a tar; :class:`TaskFolder`: the generator's folders)."""
+
+    name: str  # how messages name the task's container
+    task: str
+    samples: tuple[str, ...]  # sample names, <task>_<NNNN>, sorted
+
+    def __init__(self):
+        self._metadata: dict[str, dict] = {}  # sample -> its metadata.json, parsed once
+
+    def read(self, sample: str, file: str, limit: int) -> bytes:
+        raise NotImplementedError
+
+    def where(self, sample: str, file: str) -> str:
+        raise NotImplementedError
+
+    def video(self, sample: str, file: str) -> contextlib.AbstractContextManager[str]:
+        raise NotImplementedError
+
+    def text(self, sample: str, file: str = layout.PROMPT) -> str:
+        try:
+            return self.read(sample, file, MAX_TEXT).decode("utf-8")
+        except UnicodeDecodeError:
+            raise PersistbenchError(f"{self.where(sample, file)}: not UTF-8 text") from None
+
+    def metadata(self, sample: str) -> dict:
+        if sample in self._metadata:
+            return self._metadata[sample]
+        data = parse_json(self.read(sample, layout.METADATA, MAX_METADATA), self.where(sample, layout.METADATA))
+        if not isinstance(data, dict):
+            raise PersistbenchError(f"{self.where(sample, layout.METADATA)}: must hold a JSON object")
+        self._metadata[sample] = data
+        return data
+
+    def video_split(self, sample: str) -> VideoSplit:
+        return video_split(self.metadata(sample), self.where(sample, layout.METADATA))
+
+    def trajectory(self, sample: str) -> dict[str, np.ndarray]:
+        """``trajectory.npz`` loaded with ``allow_pickle=False``, its decompressed size bounded, its keys and
+        shapes checked (:func:`check_trajectory`)."""
+        where = self.where(sample, layout.TRAJECTORY)
+        data = self.read(sample, layout.TRAJECTORY, MAX_TRAJECTORY)
+        out, left = {}, MAX_TRAJECTORY
+        try:
+            with zipfile.ZipFile(io.BytesIO(data)) as z:
+                for info in z.infolist():
+                    name = info.filename.removesuffix(".npy")
+                    with z.open(info) as member:  # read bounded: the declared sizes may lie
+                        raw = member.read(left + 1)
+                    left -= len(raw)
+                    if left < 0:
+                        raise PersistbenchError(f"{where}: decompresses to more than {MAX_TRAJECTORY >> 20} MiB")
+                    out[name] = load_npy_bytes(raw, f"{where}: {name}", objects=False)
+                    if out[name].dtype.kind in "fc" and not np.isfinite(out[name]).all():
+                        raise PersistbenchError(f"{where}: {name}: holds NaN or infinite values")
+        except (ValueError, OSError, zipfile.BadZipFile, EOFError, NotImplementedError, zlib.error) as e:
+            raise PersistbenchError(f"{where}: unsafe or malformed .npz: {e}".splitlines()[0]) from None
+        check_trajectory(out, where)
+        return out
+
+
+class Archive(TaskSamples):
+    """One task's archive, indexed."""
 
     def __init__(self, index: TarIndex, task: str):
+        super().__init__()
         self.index, self.task = index, task
         self.name = index.source.name
         rule = layout.MemberRule(task)
@@ -269,8 +423,7 @@ class Archive:
                     missing = layout.member_path(shards[sample], task, sample, file)
                     raise PersistbenchError(f"{self.name}: member {missing} is missing")
         self.members = folders
-        self.samples = tuple(sorted(folders))  # sample names, <task>_<NNNN>
-        self._metadata: dict[str, dict] = {}  # sample -> its metadata.json, parsed once
+        self.samples = tuple(sorted(folders))
 
     def member(self, sample: str, file: str) -> str:
         return self.members[sample][file]
@@ -296,70 +449,72 @@ class Archive:
             path.write_bytes(data)
             yield str(path)
 
-    def text(self, sample: str, file: str = layout.PROMPT) -> str:
-        try:
-            return self.read(sample, file, MAX_TEXT).decode("utf-8")
-        except UnicodeDecodeError:
-            raise PersistbenchError(f"{self.where(sample, file)}: not UTF-8 text") from None
 
-    def metadata(self, sample: str) -> dict:
-        if sample in self._metadata:
-            return self._metadata[sample]
-        data = parse_json(self.read(sample, layout.METADATA, MAX_METADATA), self.where(sample, layout.METADATA))
-        if not isinstance(data, dict):
-            raise PersistbenchError(f"{self.where(sample, layout.METADATA)}: must hold a JSON object")
-        self._metadata[sample] = data
-        return data
+class TaskFolder(TaskSamples):
+    """One task of the generator's loose output (``object-permanence generate --out OUT``), read in place:
+    ``OUT/<task>_task/<task>_<NNNN>/`` with the five files of :data:`layout.MEMBERS`. A sample with an
+    ``ERROR.txt`` (its render failed) or without one of the five files is skipped, with the reason kept in
+    :attr:`skipped`; a name outside the layout, a link or anything but a folder or a regular file is refused."""
 
-    def video_split(self, sample: str) -> VideoSplit:
-        where = self.where(sample, layout.METADATA)
-        split = self.metadata(sample).get("video_split")
-        if not isinstance(split, dict):
-            raise PersistbenchError(f"{where}: no video_split object")
-        if split.get("method") not in SPLIT_METHODS:
-            raise PersistbenchError(f"{where}: video_split.method must be one of {list(SPLIT_METHODS)}")
-        values = {}
-        for key in ("input_pad_start_frames", "target_pad_end_frames", "seam_overlap_frames"):
-            v = split.get(key, 0)
-            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 10_000:
-                raise PersistbenchError(f"{where}: video_split.{key} must be an integer in [0, 10000]")
-            values[key] = v
-        return VideoSplit(split["method"], **values)
+    def __init__(self, root: Path, task: str):
+        super().__init__()
+        self.task, self.folder = task, root / layout.task_folder(task)
+        self.name = str(self.folder)
+        rule = layout.FolderRule(task)
+        samples, self.skipped = [], {}
+        for entry in _listing(self.folder):
+            if entry.name.startswith("."):
+                continue
+            if rule.problem(entry.name) or not _plain(entry, dir=True):
+                raise PersistbenchError(f"{entry}: {rule.problem(entry.name) or 'not a folder (links are refused)'}")
+            names = set()
+            for f in _listing(entry):
+                if f.name.startswith(".") or f.name == layout.ERROR:  # the generator's hidden leftovers, its errors
+                    names.add(f.name)
+                    continue
+                if f.name not in layout.MEMBERS or not _plain(f, dir=False):
+                    why = "not a regular file (links are refused)" if f.name in layout.MEMBERS else "not a WROP file"
+                    raise PersistbenchError(f"{f}: {why} ({', '.join(layout.MEMBERS)}, {layout.ERROR})")
+                names.add(f.name)
+            if layout.ERROR in names:
+                self.skipped[entry.name] = f"{layout.ERROR} (the generator failed to render it)"
+            elif missing := [m for m in layout.MEMBERS if m not in names]:
+                self.skipped[entry.name] = f"no {', '.join(missing)}"
+            else:
+                samples.append(entry.name)
+        self.samples = tuple(sorted(samples))
 
-    def category(self, sample: str) -> str | None:
-        """The category the sample's metadata names (``category``, or under ``provenance``/``parameters``)."""
-        meta = self.metadata(sample)
-        for holder in (meta, meta.get("provenance"), meta.get("parameters")):
-            if isinstance(holder, dict) and "category" in holder:
-                found = category_id(holder["category"])
-                if found is None:
-                    raise PersistbenchError(
-                        f"{self.where(sample, layout.METADATA)}: category {holder['category']!r} is not one of "
-                        f"{', '.join(CATEGORIES)}"
-                    )
-                return found
-        return None
+    def path(self, sample: str, file: str) -> Path:
+        return self.folder / sample / file
 
-    def trajectory(self, sample: str) -> dict[str, np.ndarray]:
-        """``trajectory.npz`` loaded with ``allow_pickle=False``, its decompressed size bounded."""
-        where = self.where(sample, layout.TRAJECTORY)
-        data = self.read(sample, layout.TRAJECTORY, MAX_TRAJECTORY)
-        out, left = {}, MAX_TRAJECTORY
-        try:
-            with zipfile.ZipFile(io.BytesIO(data)) as z:
-                for info in z.infolist():
-                    name = info.filename.removesuffix(".npy")
-                    with z.open(info) as member:  # read bounded: the declared sizes may lie
-                        raw = member.read(left + 1)
-                    left -= len(raw)
-                    if left < 0:
-                        raise PersistbenchError(f"{where}: decompresses to more than {MAX_TRAJECTORY >> 20} MiB")
-                    out[name] = load_npy_bytes(raw, f"{where}: {name}", objects=False)
-                    if out[name].dtype.kind in "fc" and not np.isfinite(out[name]).all():
-                        raise PersistbenchError(f"{where}: {name}: holds NaN or infinite values")
-        except (ValueError, OSError, zipfile.BadZipFile, EOFError, NotImplementedError) as e:
-            raise PersistbenchError(f"{where}: unsafe or malformed .npz: {e}".splitlines()[0]) from None
-        return out
+    def read(self, sample: str, file: str, limit: int) -> bytes:
+        return LocalCorpus(self.folder).read(f"{sample}/{file}", limit)
+
+    def where(self, sample: str, file: str) -> str:
+        return str(self.path(sample, file))
+
+    @contextlib.contextmanager
+    def video(self, sample: str, file: str) -> Iterator[str]:
+        yield str(self.path(sample, file))
+
+
+def _listing(folder: Path) -> list[Path]:
+    try:
+        return sorted(folder.iterdir())
+    except OSError as e:
+        raise PersistbenchError(f"{folder}: cannot list ({e.strerror})") from None
+
+
+def _plain(path: Path, dir: bool) -> bool:
+    """A real folder (``dir``) or regular file, not a link to one."""
+    return not path.is_symlink() and (path.is_dir() if dir else path.is_file())
+
+
+def loose_tasks(root: Path) -> list[str]:
+    """The tasks of the generator's loose output at ``root``: its ``<task>_task`` folders (other entries ignored)."""
+    if not root.is_dir():
+        return []
+    return sorted(t for entry in _listing(root) if (t := layout.task_of_folder(entry.name)) and _plain(entry, True))
 
 
 def open_archive(location: Location, entry: ArchiveEntry) -> Archive:

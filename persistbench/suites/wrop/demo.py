@@ -21,7 +21,7 @@ def run(out: Path, ex: Executor, progress: bool, step: Callable[[str], None]) ->
     from persistbench.io.serve import FileServer
     from persistbench.suites.wrop.synth import WropSynthConfig, make
 
-    step(f"wrop synth: two tasks of three samples, one tar each, into {out / 'corpus'}")
+    step(f"wrop synth: three real tasks of three samples, one tar each, into {out / 'corpus'}")
     make(out / "corpus", WropSynthConfig(samples=3))
     runs, summaries = {m: out / "runs" / m for m in MODELS}, {}
     with FileServer(out / "corpus") as server:

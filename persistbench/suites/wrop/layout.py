@@ -7,6 +7,10 @@ The corpus (the Hugging Face dataset ``Hokin/object-permanence``)::
       train/shard<K>/<task>_task/<task>_<NNNN>/<member>    K >= 1, NNNN four digits or more
 
 with ``<member>`` one of :data:`MEMBERS`. A sample is named by its folder, ``<task>_<NNNN>``.
+
+The generator's loose output (``object-permanence generate --out OUT``), read as a corpus too::
+
+    OUT/<task>_task/<task>_<NNNN>/<member>   and ERROR.txt where the sample failed to render
 """
 
 from __future__ import annotations
@@ -22,9 +26,11 @@ CHECKSUMS = f"{SPLIT}/checksums.txt"
 INPUT_VIDEO, TARGET_VIDEO = "input_video.mp4", "target_video.mp4"
 PROMPT, TRAJECTORY, METADATA = "prompt.txt", "trajectory.npz", "metadata.json"
 MEMBERS = (INPUT_VIDEO, TARGET_VIDEO, PROMPT, TRAJECTORY, METADATA)
+ERROR = "ERROR.txt"  # the generator's note in a sample it failed to render
 
-TASK_RE = re.compile(r"[a-z0-9]+(?:_[a-z0-9]+)*")
+TASK_RE = re.compile(r"[A-Za-z0-9]+(?:_[A-Za-z0-9]+)*")  # the generator has box_holds_N_objects
 _ARCHIVE_RE = re.compile(rf"({TASK_RE.pattern})_task\.tar")
+_FOLDER_RE = re.compile(rf"({TASK_RE.pattern})_task")
 _SAMPLE = r"({task})_(\d{{4,}})"
 
 
@@ -47,6 +53,17 @@ def archive_path(task: str) -> str:
 def task_of_archive(name: str) -> str | None:
     """The task of an archive file name, or None when the name is not ``<task>_task.tar``."""
     m = _ARCHIVE_RE.fullmatch(name)
+    return m.group(1) if m else None
+
+
+def task_folder(task: str) -> str:
+    """The folder of ``task`` in the generator's loose output: ``<task>_task``."""
+    return f"{task}_task"
+
+
+def task_of_folder(name: str) -> str | None:
+    """The task of a loose output folder's name, or None when the name is not ``<task>_task``."""
+    m = _FOLDER_RE.fullmatch(name)
     return m.group(1) if m else None
 
 
@@ -77,3 +94,16 @@ class MemberRule:
         """``(shard, sample, member)`` of a file member's name, or None for a folder."""
         m = self._file.fullmatch(name)
         return (int(m.group(1)), f"{m.group(2)}_{m.group(3)}", m.group(4)) if m else None
+
+
+class FolderRule:
+    """The sample folders the loose output of ``task`` may hold: ``<task>_<NNNN>``."""
+
+    def __init__(self, task: str):
+        self.task = task
+        self._sample = re.compile(_SAMPLE.format(task=re.escape(task)))
+
+    def problem(self, name: str) -> str | None:
+        if self._sample.fullmatch(name):
+            return None
+        return f"not a sample folder of {self.task} ({self.task}_<NNNN>)"

@@ -12,6 +12,9 @@ from persistbench.core.figures import data_uri, figure_png, fmt, pyplot, table
 from persistbench.core.markup import Markup, tag
 from persistbench.metrics.registry import order
 from persistbench.suites.wrop.scoring import REGIONS
+from persistbench.suites.wrop.taxonomy import taxonomy
+
+_ORDER = {"categories": list(taxonomy().family_names), "dimensions": list(taxonomy().dimension_names)}
 
 
 def _metrics(runs: list[dict]) -> list[str]:
@@ -62,16 +65,20 @@ def sections(runs: list[dict], advance: Callable[[int], object]) -> tuple[str, l
                 cells += [fmt(block.get("model")), fmt(block.get("gain"))]
         rows.append(cells)
     board = [tag("h2", "Leaderboard (Overall)"), table("leaderboard", [h.replace("  ", " ") for h in head], rows)]
-    categories = sorted({c for r in runs for c in r["summary"]["categories"]})
     cat_head = ["run", "category", "tasks"] + [f"{m} {region} gain" for region in REGIONS for m in metrics]
-    cat_rows = [
-        [r["name"], c, str(r["summary"]["categories"][c]["tasks"])]
-        + [fmt(r["summary"]["categories"][c][region].get(m, {}).get("gain")) for region in REGIONS for m in metrics]
-        for r in runs
-        for c in categories
-        if c in r["summary"]["categories"]
-    ]
-    board += [tag("h2", "Per category"), table("categories", cat_head, cat_rows)]
+    for level, title in (("categories", "Per category"), ("dimensions", "Per dimension")):
+        keys = [k for k in _ORDER[level] if any(k in r["summary"].get(level, {}) for r in runs)]
+        rows = [
+            [r["name"], r["summary"][level][k].get("name", k), str(r["summary"][level][k]["tasks"])]
+            + [fmt(r["summary"][level][k][region].get(m, {}).get("gain")) for region in REGIONS for m in metrics]
+            for r in runs
+            for k in keys
+            if k in r["summary"].get(level, {})
+        ]
+        board += [
+            tag("h2", title),
+            table(level, cat_head if level == "categories" else ["run", "dimension", *cat_head[2:]], rows),
+        ]
     excluded = sorted({t for r in runs for t in r["summary"].get("excluded_tasks", [])})
     if excluded:
         board.append(tag("p", f"Excluded by the protocol: {', '.join(excluded)}", class_="note"))

@@ -42,6 +42,7 @@ from persistbench.core.protocol import (
 from persistbench.core.suite import CaseScores, keep_unavailable
 from persistbench.geometry.sampling import RGB_RESIZE
 from persistbench.metrics.registry import METRICS, FrameBatch, order
+from persistbench.suites.wrop.taxonomy import taxonomy
 
 REGIONS = ("full", "changed")
 ROLES = ("model", "hold")
@@ -97,7 +98,8 @@ class ContCaseScores(CaseScores):
     uid: str
     subset: str  # the category
     task: str
-    method: str
+    method: str  # video_split.method as the generator wrote it
+    boundary_method: str | None  # before_event or overlap_event under manifest_event_boundary
     target_frames: int
     size: list[int]  # [w, h] of the evaluation
     scored_frames: list[int]
@@ -171,6 +173,7 @@ def score_frames(
         subset=ids["category"],
         task=ids["task"],
         method=ids["method"],
+        boundary_method=ids["boundary_method"],
         target_frames=len(targets),
         size=[int(w), int(h)],
         scored_frames=idx,
@@ -198,11 +201,14 @@ def merge(new: dict, old: dict) -> dict:
 @dataclass
 class WropSummary:
     """``summary.json``'s body. ``tasks[t]``: category, case counts and, per region and metric, the mean
-    model, hold and gain over its cases; ``categories`` and ``overall`` the means over tasks;
-    ``curves[region][metric]``: per target frame index, the mean model value and gain and the cases."""
+    model, hold and gain over its cases; ``categories`` (the six families, in the generator's order, with
+    their display names and dimension), ``dimensions`` (object permanence, object solidity) and ``overall``
+    the means over tasks; ``curves[region][metric]``: per target frame index, the mean model value and gain
+    and the cases."""
 
     tasks: dict[str, dict]
     categories: dict[str, dict]
+    dimensions: dict[str, dict]
     overall: dict[str, dict]
     curves: dict[str, dict]
     excluded_tasks: list[str]
@@ -246,10 +252,21 @@ def summarise(results: list[dict], exclude: list[str]) -> WropSummary:
             **_block([r["means"] for r in rows], metrics),
         }
     live = {t: v for t, v in per_task.items() if not v["excluded"]}
-    categories = {}
-    for c in sorted({v["category"] for v in live.values()}):
-        members = [v for v in live.values() if v["category"] == c]
-        categories[c] = {"tasks": len(members), "cases": sum(v["cases"] for v in members), **_block(members, metrics)}
+    tax = taxonomy()
+
+    def level(members: list[dict], **about) -> dict:
+        return {**about, "tasks": len(members), "cases": sum(v["cases"] for v in members), **_block(members, metrics)}
+
+    categories = {
+        c: level([v for v in live.values() if v["category"] == c], name=name, dimension=tax.dimension_of[c])
+        for c, name in tax.family_names.items()
+        if any(v["category"] == c for v in live.values())
+    }
+    dimensions = {
+        d: level([v for v in live.values() if tax.dimension_of[v["category"]] == d], name=name)
+        for d, name in tax.dimension_names.items()
+        if any(tax.dimension_of[v["category"]] == d for v in live.values())
+    }
     overall = {"tasks": len(live), "cases": len(kept), **_block(list(live.values()), metrics)}
     curves: dict = {r: {} for r in REGIONS}
     length = max((r["target_frames"] for r in kept), default=0)
@@ -270,7 +287,7 @@ def summarise(results: list[dict], exclude: list[str]) -> WropSummary:
                 "cases": [len(x) for x in model],
             }
     unavailable = {m: why for r in results for m, why in r.get("unavailable", {}).items()}
-    return WropSummary(per_task, categories, overall, curves, excluded, unavailable, len(results))
+    return WropSummary(per_task, categories, dimensions, overall, curves, excluded, unavailable, len(results))
 
 
 def _fmt(v: float | None) -> str:
@@ -278,7 +295,8 @@ def _fmt(v: float | None) -> str:
 
 
 def tables(summary: dict) -> tuple[list[str], dict[str, str]]:
-    """``summary.md``'s tables (one per region: categories and Overall) and ``leaderboard.csv``'s columns."""
+    """``summary.md``'s tables (one per region: the categories by their display names, the two dimensions in
+    italics, Overall) and ``leaderboard.csv``'s columns (``<category, dimension or overall>/<region>/<metric>``)."""
     metrics = list(summary["overall"]["full"])
     lines, row = [], {}
     for reg in REGIONS:
@@ -288,11 +306,15 @@ def tables(summary: dict) -> tuple[list[str], dict[str, str]]:
             "| category | tasks | cases | " + " | ".join(f"{m} | {m} gain" for m in metrics) + " |",
             "| --- | --- | --- | " + " | ".join("--- | ---" for _ in metrics) + " |",
         ]
-        blocks = [*summary["categories"].items(), ("**Overall**", summary["overall"])]
-        for name, block in blocks:
+        blocks = [
+            *((key, block["name"]) for key, block in summary["categories"].items()),
+            *((key, f"*{block['name']}*") for key, block in summary["dimensions"].items()),
+            ("overall", "**Overall**"),
+        ]
+        for key, name in blocks:
+            block = summary["categories"].get(key) or summary["dimensions"].get(key) or summary["overall"]
             cells = [f"{_fmt(block[reg][m]['model'])} | {_fmt(block[reg][m]['gain'])}" for m in metrics]
             lines.append(f"| {name} | {block['tasks']} | {block['cases']} | " + " | ".join(cells) + " |")
-            key = "overall" if name == "**Overall**" else name
             for m in metrics:
                 for k in ("model", "gain"):
                     v = block[reg][m][k]

@@ -31,12 +31,13 @@ from persistbench.core.suite import CaseRef, Prediction, Request, Suite
 from persistbench.core.synth import synth_option
 from persistbench.executors import RunResult
 from persistbench.geometry.sampling import crop_box, crop_resize, sample_indices, target_size
-from persistbench.io.files import read_json
+from persistbench.io.files import read_json, sha256_file
 from persistbench.io.limits import MAX_FRAMES, check_asked_size, check_frame_size, check_memory
 from persistbench.io.names import name_problem
 from persistbench.io.video import probe, read_frames
 from persistbench.suites.wrop import corpus, layout
 from persistbench.suites.wrop.scorers import SCORERS
+from persistbench.suites.wrop.taxonomy import taxonomy
 
 
 @functools.lru_cache(maxsize=4)
@@ -48,6 +49,12 @@ def _location(root: str) -> corpus.Location:
 def _archive(location: corpus.Location, entry: corpus.ArchiveEntry) -> corpus.Archive:
     """An archive opened once per process (its index and parsed metadata kept for the next case)."""
     return corpus.open_archive(location, entry)
+
+
+@functools.lru_cache(maxsize=256)
+def _folder(root: Path, task: str) -> corpus.TaskFolder:
+    """A task of the generator's loose output, listed once per process."""
+    return corpus.TaskFolder(root, task)
 
 
 @dataclass(frozen=True)
@@ -85,7 +92,7 @@ class Wrop(Suite):
         ),
         SuiteOption(
             "categories",
-            "A JSON file {task: category} for tasks whose metadata names no category.",
+            "A JSON file {task: category} that overrides WROP's taxonomy or adds tasks it lacks.",
             ("infer", "score", "verify"),
             ExistingFile(),
             "FILE",
@@ -107,7 +114,7 @@ class Wrop(Suite):
 
     @classmethod
     def detect(cls, root: Path) -> bool:
-        return (Path(root) / layout.CHECKSUMS).is_file()
+        return (Path(root) / layout.CHECKSUMS).is_file() or bool(corpus.loose_tasks(Path(root)))
 
     def dataset_id(self) -> str:
         return self.location.id
@@ -115,13 +122,43 @@ class Wrop(Suite):
     # ---------------------------------------------------------------- data
 
     @functools.cached_property
+    def loose(self) -> bool:
+        """Whether the root is the generator's loose output (``<task>_task/<task>_<NNNN>/``), not the corpus."""
+        loc = self.location
+        return isinstance(loc, corpus.LocalCorpus) and not (loc.root / layout.CHECKSUMS).is_file()
+
+    @functools.cached_property
     def entries(self) -> dict[str, corpus.ArchiveEntry]:
         return corpus.checksums(self.location)
 
-    def archive(self, task: str) -> corpus.Archive:
-        if task not in self.entries:
+    @functools.cached_property
+    def tasks(self) -> list[str]:
+        """Every task of the dataset: ``checksums.txt``'s, or the loose output's task folders."""
+        if self.loose:
+            found = corpus.loose_tasks(self.location.root)
+            if not found:
+                raise PersistbenchError(
+                    f"{self.location.id}: neither a WROP corpus ({layout.CHECKSUMS}) nor the generator's output "
+                    "(<task>_task/<task>_<NNNN>/)"
+                )
+            return found
+        return sorted(self.entries)
+
+    def archive(self, task: str) -> corpus.TaskSamples:
+        """The samples of ``task``: its archive, or its folder of the loose output."""
+        if task not in self.tasks:
             raise PersistbenchError(f"{self.location.id}: unknown task {task!r} (not in {layout.CHECKSUMS})")
+        if self.loose:
+            return _folder(self.location.root, task)
         return _archive(self.location, self.entries[task])
+
+    def skipped(self) -> dict[str, str]:
+        """``<task>/<sample>`` -> why, for the selected tasks' samples that are left out (the loose output's
+        failed renders and incomplete folders; a corpus has none)."""
+        if not self.loose:
+            return {}
+        tasks = corpus.match_tasks(self.tasks, self.options.get("tasks"), self.location.id)
+        return {f"{t}/{s}": why for t in tasks for s, why in sorted(self.archive(t).skipped.items())}
 
     @functools.cached_property
     def _mapping(self) -> dict[str, str]:
@@ -141,21 +178,20 @@ class Wrop(Suite):
         return out
 
     def category(self, task: str) -> str:
-        """The task's category: from its first sample's metadata, else from the ``categories`` file."""
-        archive = self.archive(task)
-        found = archive.category(next(iter(archive.samples))) if archive.samples else None
-        found = found or self._mapping.get(task)
+        """The task's category (family): from the ``categories`` file when it maps the task, else from WROP's
+        taxonomy (:mod:`.taxonomy`); a task neither knows is refused."""
+        found = self._mapping.get(task) or taxonomy().families.get(task)
         if found is None:
             raise PersistbenchError(
-                f"{archive.name}: unknown task {task!r}: its metadata names no category and no --categories file "
-                "maps it"
+                f"{self.archive(task).name}: unknown task {task!r}: not one of the generator's 150 tasks "
+                f"({taxonomy().reference}) and no --categories file maps it"
             )
         return found
 
     @functools.cached_property
     def _cases(self) -> dict[tuple[str, str], str]:
         """(category, sample) -> task, in order."""
-        tasks = corpus.match_tasks(list(self.entries), self.options.get("tasks"), self.location.id)
+        tasks = corpus.match_tasks(self.tasks, self.options.get("tasks"), self.location.id)
         out = {}
         for task in tasks:
             cat = self.category(task)
@@ -166,7 +202,7 @@ class Wrop(Suite):
     def cases(self) -> list[CaseRef]:
         return [CaseRef(c, s) for c, s in self._cases]
 
-    def sample(self, ref) -> tuple[corpus.Archive, str]:
+    def sample(self, ref) -> tuple[corpus.TaskSamples, str]:
         try:
             task = self._cases[ref.subset, ref.case_id]
         except KeyError:
@@ -174,9 +210,17 @@ class Wrop(Suite):
         return self.archive(task), ref.case_id
 
     def fingerprint(self) -> str:
+        """The corpus's archives (sha256 and member count from ``checksums.txt``), or for the loose output the
+        sha256 of every file of the selected samples, and the selected cases."""
         h = hashlib.sha256()
-        for task, entry in sorted(self.entries.items()):
-            h.update(f"{task} {entry.sha256} {entry.members}\n".encode())
+        if self.loose:
+            for (_, sample), task in self._cases.items():
+                folder = self.archive(task)
+                for file in layout.MEMBERS:
+                    h.update(f"{task}/{sample}/{file} {sha256_file(folder.path(sample, file))}\n".encode())
+        else:
+            for task, entry in sorted(self.entries.items()):
+                h.update(f"{task} {entry.sha256} {entry.members}\n".encode())
         for cat, sample in self._cases:
             h.update(f"{cat}/{sample}\n".encode())
         return h.hexdigest()
@@ -188,20 +232,21 @@ class Wrop(Suite):
 
         problems: list[str] = []
         try:
-            tasks = corpus.match_tasks(list(self.entries), self.options.get("tasks"), self.location.id)
+            tasks = corpus.match_tasks(self.tasks, self.options.get("tasks"), self.location.id)
         except PersistbenchError as e:
             return [str(e)], 0
         checked = 0
-        for task in tqdm(tasks, desc="verify", unit="archive", disable=not progress):
-            entry = self.entries[task]
+        for task in tqdm(tasks, desc="verify", unit="task", disable=not progress):
             try:
-                source = self.location.source(layout.archive_path(task))
-                digest = corpus.sha256_of(source)
-                if digest != entry.sha256:
-                    problems.append(
-                        f"{source.name}: sha256 {digest[:12]}..., {layout.CHECKSUMS} says {entry.sha256[:12]}..."
-                    )
-                    continue
+                if not self.loose:
+                    entry = self.entries[task]
+                    source = self.location.source(layout.archive_path(task))
+                    digest = corpus.sha256_of(source)
+                    if digest != entry.sha256:
+                        problems.append(
+                            f"{source.name}: sha256 {digest[:12]}..., {layout.CHECKSUMS} says {entry.sha256[:12]}..."
+                        )
+                        continue
                 archive = self.archive(task)
                 self.category(task)
                 for sample in corpus.pick(task, list(archive.samples), self.options.get("per_task")):
@@ -212,7 +257,7 @@ class Wrop(Suite):
         return problems, checked
 
     @staticmethod
-    def _check_sample(archive: corpus.Archive, sample: str) -> None:
+    def _check_sample(archive: corpus.TaskSamples, sample: str) -> None:
         """Every member of a sample, from headers and small files (what ``verify`` and ``infer`` check first)."""
         archive.video_split(sample)
         archive.text(sample)
@@ -267,7 +312,7 @@ class Wrop(Suite):
             "aspect ratio and area-resized; no cameras; n_targets = the target video's length"
         )
 
-    def _decode(self, archive: corpus.Archive, sample: str, video: str) -> tuple[np.ndarray, float]:
+    def _decode(self, archive: corpus.TaskSamples, sample: str, video: str) -> tuple[np.ndarray, float]:
         """``(frames (T, H, W, 3) uint8, fps)`` of a video member."""
         where = archive.where(sample, video)
         with archive.video(sample, video) as source:
@@ -358,11 +403,17 @@ class Wrop(Suite):
             return np.stack([crop_resize(f, crop_box(f.shape[:2], size), size, rgb=rgb) for f in frames])
 
         split = archive.video_split(sample)
+        if len(targets) != split.target_frames:
+            raise PersistbenchError(
+                f"{archive.where(sample, layout.TARGET_VIDEO)}: {len(targets)} frames, {layout.METADATA}'s "
+                f"video_split makes {split.target_frames}"
+            )
         ids = {
             "sample": sample,
             "category": ref.subset,
             "task": archive.task,
             "method": split.method,
+            "boundary_method": split.boundary_method,
             "prediction": pred.digest,
         }
         scored = split.scored(len(targets))

@@ -1,20 +1,25 @@
-"""Tiny WROP corpora in the real layout, from our own renderer: ``persistbench synth --suite wrop``.
+"""Tiny WROP corpora in the real layout and the generator's forms, from our own renderer: ``synth --suite wrop``.
 
 ``make(out, cfg)`` writes ``out/train/checksums.txt`` and one tar per task, each holding
 ``cfg.samples`` samples (``train/shard<K>/<task>_task/<task>_<NNNN>/`` with H.264 yuv420p videos of
-60 frames, ``prompt.txt``, ``trajectory.npz`` and ``metadata.json``), plus ``out/synth.json``.
-Tasks, each a 2-D scene of 120 source frames at 24 fps with a static camera:
+60 frames, ``prompt.txt``, ``trajectory.npz`` and ``metadata.json``), plus ``out/synth.json``; with
+``loose=True`` the generator's loose output instead (``out/<task>_task/<task>_<NNNN>/``).
+``metadata.json`` (``parameters``, ``provenance``, ``video_split``) and ``trajectory.npz`` (``xpos``,
+``xquat`` (w, x, y, z), ``qpos``, ``qvel``, ``body_*``, ``is_target``, ``fps``, ``frame_start``,
+``frame_end``) take the forms the generator (``hokindeng/object-permanence`` 1.9.1,
+``generator/core/generate.py``) writes. Three real tasks, each a 2-D scene of 120 rendered frames at 24
+fps with a static camera, one per split method the generator uses:
 
-* ``ball_roll_occluder`` (baillargeonian occlusion): a striped ball rolls at constant speed behind
-  a screen and comes out the other side; the event is the frame it reaches the screen.
-* ``ball_into_container`` (container permanence): a ball held above a cup is dropped and
-  disappears behind the cup's front wall; the event is the frame it reaches the rim.
+* ``u_track_occluded_ball`` (G37, Baillargeonian occlusion; ``midpoint``): a striped ball rolls at
+  constant speed behind a screen and comes out the other side; input frames 0-59, target 60-119.
+* ``trapdoor_drop`` (G94, object drop; ``manifest_event_boundary`` / ``before_event``): a ball held
+  above a cup is dropped into it; the target starts at the frame it reaches the rim (40), the input is
+  frames 0-39 with the first frame repeated 20 times in front.
+* ``knock_ball_off_ledge`` (G142, object collision; ``manifest_event_boundary`` / ``overlap_event``):
+  a ball rolls into a second one resting on a ledge and knocks it off; the contact frame (35) ends the
+  input (0-35, 24 frames of padding) and starts the target (35-94).
 
-Samples take the ``video_split`` methods in turn: ``midpoint`` (input 0-59, target 60-119),
-``before_event`` (input ends at the event; frames before 0 and after 119 are padding, the first
-or last source frame repeated, counted in ``input_pad_start_frames`` / ``target_pad_end_frames``)
-and ``overlap_event`` (the target starts ``seam`` frames before the input ends). Archives are
-byte-reproducible (sorted members, fixed owners and times, bit-exact encodes).
+Archives are byte-reproducible (sorted members, fixed owners and times, bit-exact encodes).
 """
 
 from __future__ import annotations
@@ -29,17 +34,27 @@ from pathlib import Path
 
 import numpy as np
 
-from persistbench.io.files import atomic_path, dump_json, write_text
+from persistbench import __version__
+from persistbench.io.files import atomic_path, dump_json, write_bytes, write_text
 from persistbench.io.video import H264_SETTINGS, encode_video
 from persistbench.suites.wrop import layout
 
 SOURCE_FRAMES, CLIP, FPS = 120, 60, 24.0
-SEAM = 6
-TASKS = {"ball_roll_occluder": "baillargeonian_occlusion", "ball_into_container": "container_permanence"}
-METHODS = ("midpoint", "before_event", "overlap_event")
+# task -> its manifest video_split (the generator's task.json; None: the midpoint split), 1-based Blender frames
+TASKS = {
+    "u_track_occluded_ball": None,
+    "trapdoor_drop": {"method": "before_event", "event": "ball reaches the rim", "first_target_frame": 41},
+    "knock_ball_off_ledge": {
+        "method": "overlap_event",
+        "event": "ball_contact",
+        "event_frame": 36,
+        "first_target_frame": 36,
+    },
+}
 PROMPTS = {
-    "ball_roll_occluder": "A {color} striped ball rolls to the right towards a grey screen on a tiled floor.",
-    "ball_into_container": "A {color} ball is held above an open blue cup and then dropped into it.",
+    "u_track_occluded_ball": "A {color} striped ball rolls to the right towards a grey screen on a tiled floor.",
+    "trapdoor_drop": "A {color} ball is held above an open blue cup and then dropped into it.",
+    "knock_ball_off_ledge": "A {color} ball rolls into a grey ball resting on a ledge and knocks it off.",
 }
 COLORS = {"red": (220, 40, 40), "orange": (235, 140, 30), "green": (40, 170, 60), "purple": (150, 60, 200)}
 
@@ -50,7 +65,7 @@ class WropSynthConfig:
     size: tuple[int, int] = (96, 160)  # (h, w), even (yuv420p)
     seed: int = 0
     tasks: tuple[str, ...] = tuple(TASKS)
-    category_in_metadata: bool = True  # False: metadata names no category (a mapping file must)
+    loose: bool = False  # the generator's loose output (<task>_task/<task>_<NNNN>/) instead of tars
 
     def __post_init__(self):
         if not 1 <= self.samples <= 9999:
@@ -109,21 +124,37 @@ class Scene:
     event: int
 
     def ball_at(self, t: int) -> tuple[float, float, float]:
-        """Ball centre ``(x, y)`` and roll angle at source frame ``t``."""
+        """The target ball's centre ``(x, y)`` and roll angle at source frame ``t``."""
         p = self.params
-        if self.task == "ball_roll_occluder":
+        if self.task == "u_track_occluded_ball":
             x = p["x0"] + p["speed"] * t
+            return x, p["y"], x / self.r
+        if self.task == "knock_ball_off_ledge":  # rolls until the contact, then stops against the other ball
+            x = p["x0"] + p["speed"] * min(t, self.event)
             return x, p["y"], x / self.r
         fall = max(0, t - p["release"])
         return p["x"], min(p["y0"] + 0.5 * p["g"] * fall * fall, p["floor"]), 0.0
+
+    def struck_at(self, t: int) -> tuple[float, float, float]:
+        """The struck ball's centre and angle (``knock_ball_off_ledge``): at rest until the contact, then rolling
+        right at the striker's speed and falling once past the ledge's edge."""
+        p = self.params
+        moved = p["speed"] * max(0, t - self.event)
+        x = p["x0"] + p["speed"] * self.event + 2 * self.r + moved
+        off = max(0.0, t - self.event - (p["ledge_x1"] - (x - moved)) / p["speed"])
+        return x, min(p["y"] + 0.5 * p["g"] * off * off, p["floor"]), moved / self.r
 
     def render(self, t: int, ss: int = 2) -> np.ndarray:
         h, w, p = self.h * ss, self.w * ss, self.params
         img = _background(h, w).copy()
         x, y, angle = self.ball_at(t)
-        if self.task == "ball_roll_occluder":
+        if self.task == "u_track_occluded_ball":
             _ball(img, x, y, self.r, COLORS[self.color], angle, ss)
             _box(img, p["screen_x0"], 0.25 * self.h, p["screen_x1"], 0.9 * self.h, (110, 110, 115), ss)
+        elif self.task == "knock_ball_off_ledge":
+            _box(img, 0, p["y"] + self.r, p["ledge_x1"], p["y"] + self.r + 0.05 * self.h, (90, 70, 60), ss)
+            _ball(img, x, y, self.r, COLORS[self.color], angle, ss)
+            _ball(img, *self.struck_at(t)[:2], self.r, (150, 150, 155), self.struck_at(t)[2], ss)
         else:
             cup = (40, 80, 200)
             _box(img, p["cup_x0"], p["rim"], p["cup_x1"], p["cup_bottom"], (30, 50, 130), ss)  # inside, back wall
@@ -134,18 +165,36 @@ class Scene:
         return cv2.resize(np.clip(img + 0.5, 0, 255).astype(np.uint8), (self.w, self.h), interpolation=cv2.INTER_AREA)
 
 
+def event_index(task: str) -> int:
+    """The rendered frame (0-based) of a task's event: its manifest's ``first_target_frame`` - 1, or for the
+    midpoint task the frame the ball reaches the screen (a scene detail, not a split)."""
+    manifest = TASKS[task]
+    return manifest["first_target_frame"] - 1 if manifest else 68
+
+
 def scene(task: str, size: tuple[int, int], rng: np.random.Generator) -> Scene:
     h, w = size
     color = list(COLORS)[int(rng.integers(len(COLORS)))]
     r = 0.08 * h
-    if task == "ball_roll_occluder":
-        event = int(rng.integers(62, 74))  # the ball reaches the screen: target padding under before_event
-        x1 = 0.55 * w
+    event = event_index(task)
+    if task == "u_track_occluded_ball":
+        x1 = float(rng.uniform(0.5, 0.6)) * w
         speed = (x1 + r) / event  # starts just off the left edge: x(0) = -r
         params = {"x0": -r, "y": 0.7 * h - r, "speed": speed, "screen_x0": x1, "screen_x1": x1 + 0.1 * w}
         return Scene(task, h, w, color, r, params, event)
-    event = int(rng.integers(36, 46))  # the ball reaches the rim: input padding under before_event
-    rim, y0, fall = 0.55 * h, 0.12 * h, 20
+    if task == "knock_ball_off_ledge":
+        contact = float(rng.uniform(0.3, 0.4)) * w  # the striker's centre at the contact
+        y = 0.45 * h
+        params = {
+            "x0": -r,
+            "y": y,
+            "speed": (contact + r) / event,
+            "ledge_x1": contact + 2 * r + 0.15 * w,
+            "g": 0.02 * h,
+            "floor": 0.85 * h - r,
+        }
+        return Scene(task, h, w, color, r, params, event)
+    rim, y0, fall = 0.55 * h, float(rng.uniform(0.1, 0.14)) * h, 20
     params = {
         "x": 0.5 * w,
         "y0": y0,
@@ -160,70 +209,132 @@ def scene(task: str, size: tuple[int, int], rng: np.random.Generator) -> Scene:
     return Scene(task, h, w, color, r, params, event)
 
 
-def split(method: str, event: int) -> dict:
-    """``video_split`` of a method: source frame ranges and the padding and overlap they need."""
-    if method == "midpoint":
-        input_end = SOURCE_FRAMES // 2
-        seam = 0
-    elif method == "before_event":
-        input_end, seam = event, 0
+def split(task: str, n: int = SOURCE_FRAMES) -> dict:
+    """``video_split`` as the generator's ``compute_split`` writes it for ``task`` (its manifest's boundary, else
+    the midpoint) over ``n`` rendered frames: 0-based indices, ends exclusive, clips of :data:`CLIP` frames
+    padded at the input's start and the target's end."""
+    out = {"mode": "half", "n_frames": n, "midpoint_index": max(1, n // 2)}
+    manifest = TASKS[task]
+    if manifest is None:
+        input_end = target_start = max(1, n // 2)
+        out.update(split_index=input_end, method="midpoint")
     else:
-        input_end, seam = event + SEAM // 2, SEAM
-    input_start, target_start = input_end - CLIP, input_end - seam
-    return {
-        "method": method,
-        "input_start": max(0, input_start),
-        "input_end": min(SOURCE_FRAMES, input_end),
-        "target_start": max(0, target_start),
-        "target_end": min(SOURCE_FRAMES, target_start + CLIP),
-        "input_pad_start_frames": max(0, -input_start),
-        "target_pad_end_frames": max(0, target_start + CLIP - SOURCE_FRAMES),
-        "seam_overlap_frames": seam,
-    }
+        target_start = manifest["first_target_frame"] - 1
+        overlap = manifest["method"] == "overlap_event"
+        input_end = target_start + 1 if overlap else target_start
+        out.update(
+            split_index=target_start,
+            method="manifest_event_boundary",
+            boundary_method=manifest["method"],
+            event=manifest["event"],
+            policy="fixed_length_around_event_with_edge_padding; "
+            + ("contact_frame_repeated_at_input_target_seam" if overlap else "input_strictly_before_event"),
+            first_target_frame=manifest["first_target_frame"],
+            last_input_frame=input_end,
+            first_target_rendered_frame=target_start + 1,
+        )
+        if overlap:
+            out.update(event_frame=manifest["event_frame"], seam_overlap_frames=1)
+    input_start, target_end = max(0, input_end - CLIP), min(n, target_start + CLIP)
+    out.update(
+        input_start_index=input_start,
+        input_end_index=input_end,
+        target_start_index=target_start,
+        target_end_index=target_end,
+        input_source_frames=input_end - input_start,
+        target_source_frames=target_end - target_start,
+        input_pad_start_frames=CLIP - (input_end - input_start),
+        target_pad_end_frames=CLIP - (target_end - target_start),
+        clip_frames=CLIP,
+        equal_length=True,
+    )
+    if manifest is not None:
+        out.update(first_input_frame=input_start + 1, last_target_frame=target_end)
+    return out
 
 
-def _clip(frames: list[np.ndarray], start: int) -> list[np.ndarray]:
-    """``CLIP`` source frames from ``start``, the first or last repeated where the range leaves the source."""
-    return [frames[min(max(t, 0), SOURCE_FRAMES - 1)] for t in range(start, start + CLIP)]
+def _window(frames: list[np.ndarray], start: int, end: int, pad_start: int, pad_end: int) -> list[np.ndarray]:
+    """Frames ``[start, end)``, the first repeated ``pad_start`` times in front, the last ``pad_end`` times behind
+    (the generator's ``trim`` + ``tpad`` clone)."""
+    window = frames[start:end]
+    return [window[0]] * pad_start + window + [window[-1]] * pad_end
+
+
+def _quat_y(angle: np.ndarray) -> np.ndarray:
+    """``(T, 4)`` (w, x, y, z) rotations by ``angle`` radians about the y axis."""
+    return np.stack([np.cos(angle / 2), np.zeros_like(angle), np.sin(angle / 2), np.zeros_like(angle)], -1)
 
 
 def _trajectory(sc: Scene) -> bytes:
+    """``trajectory.npz`` as the generator writes it: world poses of every non-environment body per rendered
+    frame (pixels / 100 as metres, z up), ``qpos`` per body ``[x y z qw qx qy qz]``, ``qvel`` per body
+    ``[vx vy vz wx wy wz]`` by backward differences times fps (row 0 copies row 1)."""
     t = np.arange(SOURCE_FRAMES)
-    balls = np.array([sc.ball_at(int(i)) for i in t], np.float32)
-    n = 3
-    xpos = np.zeros((SOURCE_FRAMES, n, 3), np.float32)
-    xpos[:, 0, 0], xpos[:, 0, 2] = balls[:, 0] / 100, -balls[:, 1] / 100  # metres, z up
-    xquat = np.zeros((SOURCE_FRAMES, n, 4), np.float32)
-    xquat[:, :, 0] = 1.0  # wxyz identity
-    xquat[:, 0, 0], xquat[:, 0, 2] = np.cos(balls[:, 2] / 2), np.sin(balls[:, 2] / 2)
+    moving = [sc.ball_at] + ([sc.struck_at] if sc.task == "knock_ball_off_ledge" else [])
+    p = sc.params
+    if sc.task == "u_track_occluded_ball":
+        still = [((p["screen_x0"] + p["screen_x1"]) / 2, 0.575 * sc.h)]
+        names, roles, shapes = ["ball", "screen"], ["target", "occluder"], ["sphere", "cube"]
+        colors = [sc.color, "grey"]
+    elif sc.task == "knock_ball_off_ledge":
+        still = [(p["ledge_x1"] / 2, p["y"] + sc.r)]
+        names, roles, shapes = (
+            ["ball", "struck_ball", "ledge"],
+            ["target", "target", "ledge"],
+            ["sphere"] * 2 + ["cube"],
+        )
+        colors = [sc.color, "grey", "brown"]
+    else:
+        still = [((p["cup_x0"] + p["cup_x1"]) / 2, (p["rim"] + p["cup_bottom"]) / 2)]
+        names, roles, shapes = ["ball", "cup"], ["target", "container"], ["sphere", "cylinder"]
+        colors = [sc.color, "blue"]
+    n = len(names)
+    xpos = np.zeros((SOURCE_FRAMES, n, 3), np.float64)
+    xquat = np.zeros((SOURCE_FRAMES, n, 4), np.float64)
+    xquat[..., 0] = 1.0
+    for i, at in enumerate(moving):
+        path = np.array([at(int(k)) for k in t], np.float64)
+        xpos[:, i, 0], xpos[:, i, 2] = path[:, 0] / 100, -path[:, 1] / 100
+        xquat[:, i] = _quat_y(path[:, 2])
+    for j, (x, y) in enumerate(still, len(moving)):
+        xpos[:, j, 0], xpos[:, j, 2] = x / 100, -y / 100
+    xpos, xquat = np.round(xpos, 4).astype(np.float32), xquat.astype(np.float32)
+    lin = np.diff(xpos, axis=0, prepend=xpos[:1]) * FPS
+    ang = np.zeros_like(lin)
+    ang[..., 1] = np.diff(2 * np.arctan2(xquat[..., 2], xquat[..., 0]), axis=0, prepend=0.0 * xquat[:1, :, 0]) * FPS
+    qvel = np.concatenate([lin, ang], 2)
+    qvel[0] = qvel[1]
     buf = io.BytesIO()
-    np.savez(
+    np.savez_compressed(
         buf,
         xpos=xpos,
         xquat=xquat,
-        qpos=np.concatenate([xpos[:, 0], xquat[:, 0]], 1),
-        qvel=np.gradient(xpos[:, 0], axis=0).repeat(2, 1) * FPS,
-        body_names=np.array(["ball", "screen" if sc.task == "ball_roll_occluder" else "cup", "floor"]),
-        roles=np.array(["target", "occluder" if sc.task == "ball_roll_occluder" else "container", "ground"]),
-        shapes=np.array(["sphere", "box", "plane"]),
-        colors=np.array([sc.color, "grey" if sc.task == "ball_roll_occluder" else "blue", "brown"]),
-        is_target=np.array([True, False, False]),
+        qpos=np.concatenate([xpos, xquat], 2).reshape(SOURCE_FRAMES, n * 7),
+        qvel=qvel.astype(np.float32).reshape(SOURCE_FRAMES, n * 6),
+        body_names=np.array(names),
+        body_roles=np.array(roles),
+        body_shapes=np.array(shapes),
+        body_colors=np.array(colors),
+        is_target=np.array([r == "target" for r in roles]),
         fps=np.float32(FPS),
-        frame_start=np.int32(0),
-        frame_end=np.int32(SOURCE_FRAMES - 1),
+        frame_start=np.int32(1),
+        frame_end=np.int32(SOURCE_FRAMES),
     )
     return buf.getvalue()
 
 
 def _sample_files(task: str, i: int, cfg: WropSynthConfig, work: Path) -> dict[str, bytes]:
-    rng = np.random.default_rng([cfg.seed, list(TASKS).index(task), i])
-    sc = scene(task, cfg.size, rng)
+    seed = [cfg.seed, list(TASKS).index(task), i]
+    sc = scene(task, cfg.size, np.random.default_rng(seed))
     frames = [sc.render(t) for t in range(SOURCE_FRAMES)]
-    vs = split(METHODS[i % len(METHODS)], sc.event)
-    start = vs["input_start"] - vs["input_pad_start_frames"]
+    vs = split(task)
     clips = {
-        layout.INPUT_VIDEO: _clip(frames, start),
-        layout.TARGET_VIDEO: _clip(frames, start + CLIP - vs["seam_overlap_frames"]),
+        layout.INPUT_VIDEO: _window(
+            frames, vs["input_start_index"], vs["input_end_index"], vs["input_pad_start_frames"], 0
+        ),
+        layout.TARGET_VIDEO: _window(
+            frames, vs["target_start_index"], vs["target_end_index"], 0, vs["target_pad_end_frames"]
+        ),
     }
     videos = {}
     for name, clip in clips.items():
@@ -231,24 +342,23 @@ def _sample_files(task: str, i: int, cfg: WropSynthConfig, work: Path) -> dict[s
         encode_video(path, clip, FPS, H264_SETTINGS)
         videos[name] = path.read_bytes()
     metadata = {
-        "task": task,
         "parameters": {
-            "camera": {"azimuth_offset_deg": 0.0, "elevation_offset_deg": 0.0, "distance_offset": 0.0},
-            "ball_color": sc.color,
-            "ball_radius_px": sc.r,
-            "event_frame": sc.event,
-            **{k: float(v) for k, v in sc.params.items()},
+            "source_index": list(TASKS).index(task),
+            "source_script": f"persistbench synth: {task}",
+            "seed": int(hashlib.sha256(json.dumps(seed).encode()).hexdigest()[:8], 16),
+            "preview": False,
+            "diversity_profile": "task",
+            "applied_transforms": {"color": sc.color, "radius_px": sc.r, **{k: float(v) for k, v in sc.params.items()}},
+            "preview_sampling": None,
         },
         "provenance": {
-            "generator": "persistbench synth --suite wrop",
-            "seed": cfg.seed,
-            "source_frames": SOURCE_FRAMES,
+            "generator_version": f"persistbench {__version__} synth",
+            "blender_version": None,
+            "render_engine": "persistbench 2-D renderer",
         },
         "video_split": vs,
     }
-    if cfg.category_in_metadata:
-        metadata["category"] = TASKS[task]
-    prompt = "Continue this scene as a short video. " + PROMPTS[task].format(color=sc.color)
+    prompt = "Continue this scene as a short video. " + PROMPTS[task].format(color=sc.color) + "\n"
     return {
         **videos,
         layout.PROMPT: prompt.encode(),
@@ -269,7 +379,7 @@ def write_tar(path: Path, members: dict[str, bytes]) -> str:
 
 
 def make(out: Path, cfg: WropSynthConfig, progress: bool = False) -> list[str]:
-    """Write the corpus under ``out``; returns the tasks written."""
+    """Write the corpus under ``out`` (or, with ``cfg.loose``, the generator's loose output); returns the tasks."""
     import tempfile
 
     from tqdm import tqdm
@@ -283,11 +393,16 @@ def make(out: Path, cfg: WropSynthConfig, progress: bool = False) -> list[str]:
                 sample = f"{task}_{i:04d}"
                 shard = 1 + i * 5 // cfg.samples
                 for name, data in _sample_files(task, i, cfg, Path(tmp)).items():
-                    members[layout.member_path(shard, task, sample, name)] = data
+                    if cfg.loose:
+                        write_bytes(out / layout.task_folder(task) / sample / name, data)
+                    else:
+                        members[layout.member_path(shard, task, sample, name)] = data
                 bar.update()
-            digest = write_tar(out / layout.archive_path(task), members)
-            lines.append(f"{digest}  {layout.archive_name(task)}  {len(members)}\n")
+            if not cfg.loose:
+                digest = write_tar(out / layout.archive_path(task), members)
+                lines.append(f"{digest}  {layout.archive_name(task)}  {len(members)}\n")
         bar.close()
-    write_text(out / layout.CHECKSUMS, "".join(sorted(lines, key=lambda s: s.split()[1])))
-    write_text(out / "synth.json", json.dumps({"config": asdict(cfg), "categories": TASKS}, indent=2) + "\n")
+    if not cfg.loose:
+        write_text(out / layout.CHECKSUMS, "".join(sorted(lines, key=lambda s: s.split()[1])))
+    write_text(out / "synth.json", json.dumps({"config": asdict(cfg)}, indent=2) + "\n")
     return list(cfg.tasks)
