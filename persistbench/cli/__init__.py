@@ -25,6 +25,7 @@ COMMANDS = {  # the core's commands: name -> module:function
     "report": "persistbench.cli.report:report",
     "demo": "persistbench.cli.demo:demo",
     "doctor": "persistbench.cli.doctor:doctor",
+    "arena": "persistbench.cli.arena:arena",
     "suites": "persistbench.cli.suites:suites",
 }
 

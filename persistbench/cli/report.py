@@ -11,7 +11,13 @@ from persistbench.cli.options import output_option
 @click.argument("runs", nargs=-1, required=True, type=click.Path(file_okay=False, exists=True))
 @output_option("The HTML file to write.", default="report.html", file=True)
 @click.option("--protocol", default=None, help="The scores' folder (default: each run's only one).")
-def report(runs, output, protocol) -> None:
+@click.option(
+    "--arena",
+    type=click.Path(file_okay=False, exists=True),
+    default=None,
+    help="An arena study folder whose ratings.json (persistbench arena --close) is added as a section.",
+)
+def report(runs, output, protocol, arena) -> None:
     """One self-contained HTML report of scored runs of one suite: leaderboard, provenance, the suite's charts
     (PersistBench: memory curves and contact sheets; R2M-Bench: NMR profiles, MG-vs-DR scatters; WROP:
     score and gain over hold against frames into the continuation).
@@ -26,4 +32,4 @@ def report(runs, output, protocol) -> None:
     from persistbench.io.files import check_writable
 
     check_writable(Path(output).absolute().parent)
-    click.echo(f"report: {build_report(list(runs), output, protocol, progress=True)}")
+    click.echo(f"report: {build_report(list(runs), output, protocol, progress=True, arena=arena)}")

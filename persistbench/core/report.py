@@ -233,11 +233,16 @@ def comparability_warnings(runs: list[dict]) -> list[str]:
 
 
 def build_report(
-    run_dirs: list[str | Path], out: str | Path, protocol: str | None = None, progress: bool = False
+    run_dirs: list[str | Path],
+    out: str | Path,
+    protocol: str | None = None,
+    progress: bool = False,
+    arena: str | Path | None = None,
 ) -> Path:
     """Write the report of the scored runs to ``out`` (one HTML file); returns its path.
 
-    ``protocol``: the scores' folder name (default: each run's only one).
+    ``protocol``: the scores' folder name (default: each run's only one); ``arena``: a study folder of
+    ``persistbench arena`` whose ratings are added as a section.
     """
     from tqdm import tqdm
 
@@ -264,6 +269,11 @@ def build_report(
         tag("p", f"Protocol {used}. {note} Click a column to sort.", class_="note"),
     ]
     parts += [tag("p", w, class_="warning") for w in comparability_warnings(runs)]
-    parts += [*board, tag("h2", "Provenance"), _provenance(runs), _timing(runs), *figures]
+    parts += board
+    if arena is not None:
+        from persistbench.arena.report import sections as arena_sections
+
+        parts += arena_sections(Path(arena))
+    parts += [tag("h2", "Provenance"), _provenance(runs), _timing(runs), *figures]
     write_text(out, page("persistbench report", _CSS, parts, _SORT_JS) + "\n")
     return Path(out)

@@ -1,0 +1,208 @@
+"""The study's store: one SQLite file in the study folder (``arena.sqlite``, WAL), append-only votes.
+
+Tables: ``study`` (key -> JSON value: the runs, the suite, the dataset, whether it is closed), ``raters``
+(name, token), ``shown`` (every pair a rater was shown: its random id, the case and the two runs in shown
+order) and ``votes`` (one row per vote: the pair's id, rater, case, the two runs in shown order, answer,
+time, the page's version). Triggers refuse any ``UPDATE`` or ``DELETE`` of a vote; a vote's id is the
+pair's, so a vote sent twice (a retry, a reload after a restart) is stored once. Every request opens its
+own connection; WAL lets several raters write while others read.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from persistbench.core.errors import PersistbenchError
+
+STORE = "arena.sqlite"
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS study (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS raters (name TEXT PRIMARY KEY, token TEXT UNIQUE NOT NULL, created TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS shown (
+    pair TEXT PRIMARY KEY, rater TEXT NOT NULL, case_key TEXT NOT NULL,
+    left_run TEXT NOT NULL, right_run TEXT NOT NULL, time TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS votes (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, pair TEXT UNIQUE NOT NULL, study TEXT NOT NULL, rater TEXT NOT NULL,
+    case_key TEXT NOT NULL, left_run TEXT NOT NULL, right_run TEXT NOT NULL, answer TEXT NOT NULL,
+    time TEXT NOT NULL, page_version TEXT NOT NULL
+);
+CREATE TRIGGER IF NOT EXISTS votes_no_update BEFORE UPDATE ON votes BEGIN SELECT RAISE(ABORT, 'votes are append-only'); END;
+CREATE TRIGGER IF NOT EXISTS votes_no_delete BEFORE DELETE ON votes BEGIN SELECT RAISE(ABORT, 'votes are append-only'); END;
+"""
+VOTE_FIELDS = ("pair", "study", "rater", "case_key", "left_run", "right_run", "answer", "time", "page_version")
+
+
+def now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+class Store:
+    """The study folder's database."""
+
+    def __init__(self, folder: Path):
+        self.path = Path(folder) / STORE
+        if not self.path.is_file():
+            raise PersistbenchError(f"{folder}: no arena study (no {STORE}); create it with persistbench arena RUN...")
+
+    @classmethod
+    def create(cls, folder: Path, study: dict) -> Store:
+        """A new store in ``folder`` holding ``study`` (refused when one is there with other runs)."""
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / STORE
+        schema = sqlite3.connect(path)
+        try:
+            schema.executescript(SCHEMA)
+        finally:
+            schema.close()
+        with _connect(path) as db:
+            old = db.execute("SELECT value FROM study WHERE key = 'study'").fetchone()
+            if old is None:
+                db.execute("INSERT INTO study VALUES ('study', ?)", (json.dumps(study, sort_keys=True),))
+            elif {k: v for k, v in json.loads(old[0]).items() if k != "id"} != {
+                k: v for k, v in study.items() if k != "id"
+            }:
+                raise PersistbenchError(
+                    f"{path}: holds a study of other runs or another question; use another --output"
+                )
+        return cls(folder)
+
+    @contextmanager
+    def db(self) -> Iterator[sqlite3.Connection]:
+        with _connect(self.path) as db:
+            yield db
+
+    def study(self) -> dict:
+        with self.db() as db:
+            return json.loads(db.execute("SELECT value FROM study WHERE key = 'study'").fetchone()[0])
+
+    def closed(self) -> bool:
+        with self.db() as db:
+            return db.execute("SELECT 1 FROM study WHERE key = 'closed'").fetchone() is not None
+
+    def close(self) -> None:
+        with self.db() as db:
+            db.execute("INSERT OR IGNORE INTO study VALUES ('closed', ?)", (json.dumps(now()),))
+
+    def add_rater(self, name: str) -> str:
+        """A new rater's token (the rater's name must be new)."""
+        token = secrets.token_urlsafe(24)
+        with self.db() as db:
+            try:
+                db.execute("INSERT INTO raters VALUES (?, ?, ?)", (name, token, now()))
+            except sqlite3.IntegrityError:
+                raise PersistbenchError(f"{self.path}: a rater named {name!r} exists already") from None
+        return token
+
+    def rater(self, token: str | None) -> str | None:
+        """The rater whose token this is, or None."""
+        if not token:
+            return None
+        with self.db() as db:
+            row = db.execute("SELECT name FROM raters WHERE token = ?", (token,)).fetchone()
+        return row[0] if row else None
+
+    def show(self, rater: str, case_key: str, left: str, right: str) -> str:
+        """Record a pair shown to ``rater``; returns its id."""
+        pair = secrets.token_urlsafe(12)
+        with self.db() as db:
+            db.execute("INSERT INTO shown VALUES (?, ?, ?, ?, ?, ?)", (pair, rater, case_key, left, right, now()))
+        return pair
+
+    def shown(self, pair: str) -> dict | None:
+        with self.db() as db:
+            row = db.execute(
+                "SELECT rater, case_key, left_run, right_run FROM shown WHERE pair = ?", (pair,)
+            ).fetchone()
+        return dict(zip(("rater", "case_key", "left_run", "right_run"), row, strict=True)) if row else None
+
+    def pending(self, rater: str) -> str | None:
+        """The last pair shown to ``rater`` that has no vote yet (shown again after a reload or a restart)."""
+        with self.db() as db:
+            row = db.execute(
+                "SELECT pair FROM shown WHERE rater = ? AND pair NOT IN (SELECT pair FROM votes) "
+                "ORDER BY rowid DESC LIMIT 1",
+                (rater,),
+            ).fetchone()
+        return row[0] if row else None
+
+    def last_case(self, rater: str) -> str | None:
+        with self.db() as db:
+            row = db.execute(
+                "SELECT case_key FROM shown WHERE rater = ? ORDER BY rowid DESC LIMIT 1", (rater,)
+            ).fetchone()
+        return row[0] if row else None
+
+    def vote(self, pair: str, rater: str, answer: str, page_version: str) -> bool:
+        """Append the vote on ``pair`` (shown to ``rater``); False when that pair has its vote already."""
+        shown = self.shown(pair)
+        if shown is None or shown["rater"] != rater:
+            raise PersistbenchError("no such pair for this rater")
+        row = (pair, self.study()["id"], rater, shown["case_key"], shown["left_run"], shown["right_run"], answer)
+        return self.append([dict(zip(VOTE_FIELDS, (*row, now(), page_version), strict=True))]) == 1
+
+    def append(self, votes: list[dict]) -> int:
+        """Append ``votes`` (dicts of :data:`VOTE_FIELDS`); one whose pair has a vote already is skipped.
+        Returns how many were added."""
+        added = 0
+        with self.db() as db:
+            for v in votes:
+                cur = db.execute(
+                    f"INSERT OR IGNORE INTO votes ({', '.join(VOTE_FIELDS)}) VALUES ({', '.join('?' * len(VOTE_FIELDS))})",
+                    tuple(v[k] for k in VOTE_FIELDS),
+                )
+                added += cur.rowcount
+        return added
+
+    def votes(self) -> list[dict]:
+        """Every vote, in the order they were stored."""
+        with self.db() as db:
+            rows = db.execute(f"SELECT {', '.join(VOTE_FIELDS)} FROM votes ORDER BY id").fetchall()
+        return [dict(zip(VOTE_FIELDS, r, strict=True)) for r in rows]
+
+    def export(self, path: Path) -> int:
+        """Every vote as JSON lines (the study's and other studies' merged into it); returns how many."""
+        votes = self.votes()
+        path.write_text("".join(json.dumps(v, sort_keys=True) + "\n" for v in votes))
+        return len(votes)
+
+    def merge(self, path: Path) -> int:
+        """Append the votes of an exported file (read as untrusted); a vote already here is skipped. Returns how
+        many were added."""
+        from persistbench.io.files import parse_json
+
+        runs = set(self.study()["runs"])
+        votes = []
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if not line.strip():
+                continue
+            v = parse_json(line.encode(), f"{path}:{n}")
+            if not isinstance(v, dict) or set(v) != set(VOTE_FIELDS) or not all(isinstance(x, str) for x in v.values()):
+                raise PersistbenchError(f"{path}:{n}: not a vote ({', '.join(VOTE_FIELDS)}, all text)")
+            if v["answer"] not in ("left", "right", "tie", "both_wrong") or not {v["left_run"], v["right_run"]} <= runs:
+                raise PersistbenchError(f"{path}:{n}: a vote of other runs or an unknown answer")
+            votes.append(v)
+        return self.append(votes)
+
+
+@contextmanager
+def _connect(path: Path) -> Iterator[sqlite3.Connection]:
+    db = sqlite3.connect(path, timeout=30, isolation_level=None)
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+    finally:
+        db.close()
