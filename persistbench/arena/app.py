@@ -11,6 +11,9 @@ Routes (every one but ``/app.js`` needs ``?t=<rater token>``; a missing or unkno
   of the rater's pairs, as PNG;
 * ``POST /api/vote`` ``{"pair", "answer"}``: the vote is stored (once per pair) before the next pair is
   returned.
+
+Handlers that read the store or decode frames run in Starlette's thread pool, so one rater's slow first
+frames do not hold another's vote.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; 
 def build_app(study: Study, store: Store):
     """The Starlette application serving ``study`` from ``store``."""
     from starlette.applications import Starlette
+    from starlette.concurrency import run_in_threadpool
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
@@ -89,26 +93,26 @@ def build_app(study: Study, store: Store):
         )
         return store.show(rater, case, runs[left], runs[right])
 
-    async def page(request: Request) -> Response:
+    def page(request: Request) -> Response:
         if rater_of(request) is None:
             return refused()
         html = static.joinpath("page.html").read_text()
         return Response(html, media_type="text/html", headers={"Content-Security-Policy": CSP})
 
-    async def asset(request: Request) -> Response:
+    def asset(request: Request) -> Response:
         name = request.path_params["name"]
         kinds = {"app.js": "text/javascript", "app.css": "text/css"}
         if name not in kinds:
             return Response("not found", status_code=404)
         return Response(static.joinpath(name).read_text(), media_type=kinds[name])
 
-    async def next_(request: Request) -> Response:
+    def next_(request: Request) -> Response:
         rater = rater_of(request)
         if rater is None:
             return refused()
         return JSONResponse(pair_json(store.pending(rater) or new_pair(rater)))
 
-    async def frame(request: Request) -> Response:
+    def frame(request: Request) -> Response:
         rater = rater_of(request)
         if rater is None:
             return refused()
@@ -143,15 +147,19 @@ def build_app(study: Study, store: Store):
             return JSONResponse(
                 {"error": f"a vote is {{pair, answer}} with answer in {list(ratings.ANSWERS)}"}, status_code=400
             )
-        shown = store.shown(body["pair"])
+        return await run_in_threadpool(record, rater, body["pair"], body["answer"])
+
+    def record(rater: str, pair: str, answer: str) -> Response:
+        """Store the vote, then choose the next pair (in a worker thread: the page's other requests go on)."""
+        shown = store.shown(pair)
         if shown is None or shown["rater"] != rater:
             return JSONResponse({"error": "no such pair for this rater"}, status_code=404)
         if store.closed():
             return JSONResponse({"error": "the study is closed"}, status_code=409)
-        store.vote(body["pair"], rater, body["answer"], PAGE_VERSION)
+        store.vote(pair, rater, answer, PAGE_VERSION)
         return JSONResponse(pair_json(store.pending(rater) or new_pair(rater)))
 
-    async def failed(request: Request, exc: Exception) -> Response:
+    def failed(request: Request, exc: Exception) -> Response:
         return JSONResponse({"error": str(exc)}, status_code=500)
 
     return Starlette(
