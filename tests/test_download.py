@@ -270,7 +270,7 @@ def assert_failed(result, tmp_path, case_id, message):
 @pytest.mark.parametrize(
     "kind,message",
     [
-        ("404", "unavailable: [generic] clip: Unable to download webpage: HTTP Error 404"),
+        ("404", "unavailable: removed: [generic] clip: Unable to download webpage: HTTP Error 404"),
         ("truncated", "is not a complete video"),
         ("corrupt", "failed: ffmpeg exited"),
     ],

@@ -67,6 +67,29 @@ def _js_runtime() -> Check:
     )
 
 
+YT_DLP_MAX_AGE_DAYS = 60  # YouTube changes what yt-dlp must do often; older releases stop working
+
+
+def yt_dlp_age(version: str | None, today=None) -> Check:
+    """An optional check that the installed yt-dlp (versions are release dates, ``YYYY.MM.DD``) is recent."""
+    import datetime
+
+    today = today or datetime.date.today()
+    try:
+        y, m, d = (int(x) for x in (version or "").split(".")[:3])
+        released = datetime.date(y, m, d)
+    except ValueError:
+        return Check("yt-dlp release date", False, f"version {version!r} names no date", "pip install -U yt-dlp")
+    age = (today - released).days
+    fresh = age <= YT_DLP_MAX_AGE_DAYS
+    return Check(
+        "yt-dlp release date",
+        fresh,
+        f"{released.isoformat()}, {age} days old",
+        "" if fresh else "YouTube breaks yt-dlp releases older than a few weeks: pip install -U yt-dlp",
+    )
+
+
 def _lpips(weights: str | None) -> list[Check]:
     fix = 'pip install -e ".[lpips]"'
     checks = [_package(d, {"score"}, fix) for d in ("torch", "torchvision", "lpips")]
@@ -208,6 +231,7 @@ def run_checks(
     }
     checks += [_package(d, needed, "pip install -e .") for d, needed in core.items()]
     checks.append(_ffmpeg())
+    checks.append(yt_dlp_age(_version("yt-dlp")))
     checks.append(_js_runtime())
     checks += _lpips(lpips_weights)
     checks.append(_package("matplotlib", {"report", "demo"}, 'pip install -e ".[report]"'))

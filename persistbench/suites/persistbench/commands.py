@@ -20,6 +20,18 @@ from persistbench.cli.options import (
 from persistbench.core.layout import DEFAULT_CACHE
 
 
+def _rate(value: str | None) -> int | None:
+    """``--rate-limit``: bytes a second from yt-dlp's notation (``2M``, ``500K``, ``1048576``)."""
+    if value is None:
+        return None
+    from yt_dlp.utils import parse_bytes
+
+    rate = parse_bytes(value)
+    if not rate or rate <= 0:
+        raise click.BadParameter(f"{value!r}: a rate in bytes a second, such as 2M or 500K", param_hint="--rate-limit")
+    return int(rate)
+
+
 @click.command()
 @click.option(
     "--recipes",
@@ -44,6 +56,20 @@ from persistbench.core.layout import DEFAULT_CACHE
 @click.option("--cookies", type=click.Path(dir_okay=False, exists=True), default=None, help="cookies.txt for yt-dlp.")
 @click.option("--proxy", default=None, help="Proxy URL for yt-dlp.")
 @click.option(
+    "--rate-limit",
+    default=None,
+    metavar="RATE",
+    callback=lambda ctx, param, v: _rate(v),
+    help="The most yt-dlp downloads a second, e.g. 2M or 500K (bytes).",
+)
+@click.option(
+    "--sleep-interval",
+    type=click.FloatRange(0, 3600),
+    default=0.0,
+    metavar="S",
+    help="Seconds yt-dlp waits before each download (hosts that rate-limit: YouTube).",
+)
+@click.option(
     "--sources-dir",
     type=click.Path(file_okay=False, exists=True),
     default=None,
@@ -66,6 +92,8 @@ def download(
     retries,
     cookies,
     proxy,
+    rate_limit,
+    sleep_interval,
     sources_dir,
     accept_changed_sources,
     no_progress,
@@ -101,6 +129,8 @@ def download(
         retries=retries,
         cookies=cookies,
         proxy=proxy,
+        rate_limit=rate_limit,
+        sleep_interval=sleep_interval,
         progress=not no_progress and executor.resolved == "serial",
     )
     opts = DownloadOptions(

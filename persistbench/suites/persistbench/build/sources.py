@@ -26,20 +26,21 @@ from persistbench.io.names import child, remove_tree
 from persistbench.io.programs import js_runtime
 from persistbench.io.video import decode_with_pts, ffmpeg_exe, probe
 from persistbench.suites.persistbench.build.recipes import Recipe
+from persistbench.suites.persistbench.build.source_errors import explain
+from persistbench.suites.persistbench.build.throttle import Throttle
 from persistbench.suites.persistbench.layout import CacheLayout
 
 VIDEO_SUFFIXES = (".mp4", ".mkv", ".webm", ".mov")
 YOUTUBE_HOSTS = ("youtube.com", "youtu.be", "youtube-nocookie.com")
-# yt-dlp messages that no retry will cure.
-_PERMANENT = re.compile(
-    r"HTTP Error 4(?:0[0-4]|10|51)|Video unavailable|Private video|not available|removed|"
-    r"Unsupported URL|No such file|members-only|Sign in to confirm your age|copyright|terminated",
-    re.IGNORECASE,
-)
+RATE_LIMIT_ATTEMPTS = 8  # rate-limited downloads are retried this often (slowing down), whatever --retries says
 
 
 class SourceUnavailable(PersistbenchError):
     """The source cannot be had (404, private, removed, not in --sources-dir): no retry helps."""
+
+
+class RateLimited(PersistbenchError):
+    """The host asks this machine to slow down (HTTP 429 and its YouTube forms)."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,8 @@ class SourceOptions:
         backoff: seconds before the first retry; doubles each time.
         pad: seconds of source kept before and after the frames a case needs.
         cookies: a cookies.txt file for yt-dlp; proxy: a proxy URL for yt-dlp.
+        rate_limit: the most bytes a second yt-dlp downloads (None: no limit).
+        sleep_interval: seconds yt-dlp waits before each download.
         progress: show a per-source download bar on stderr.
     """
 
@@ -64,6 +67,8 @@ class SourceOptions:
     pad: float = 1.0
     cookies: str | None = None
     proxy: str | None = None
+    rate_limit: int | None = None
+    sleep_interval: float = 0.0
     progress: bool = False
 
 
@@ -179,6 +184,10 @@ def _ydl_options(recipe: Recipe, opts: SourceOptions, out_dir: Path, t0: float, 
         params["cookiefile"] = opts.cookies
     if opts.proxy:
         params["proxy"] = opts.proxy
+    if opts.rate_limit:
+        params["ratelimit"] = opts.rate_limit
+    if opts.sleep_interval:
+        params["sleep_interval"] = opts.sleep_interval
     if ranged(recipe.source.url):
         params["download_ranges"] = yt_dlp.utils.download_range_func(None, [(t0, t1)])
         # Keep the source's timestamps: frames are located by presentation time,
@@ -218,8 +227,12 @@ def _download_once(recipe: Recipe, opts: SourceOptions, tmp: Path, t0: float, t1
     except yt_dlp.utils.DownloadError as e:
         message = (log.errors[-1] if log.errors else str(e)).replace("ERROR: ", "")
         message = re.sub(r"\s*\(caused by .*$", "", message, flags=re.S).strip()
-        if _PERMANENT.search(message):
-            raise SourceUnavailable(f"{recipe.case_id}: source {recipe.source.url} unavailable: {message}") from None
+        problem = explain(message)
+        if problem.permanent:
+            why = f"{recipe.case_id}: source {recipe.source.url} unavailable: {problem.line(message)}"
+            raise SourceUnavailable(why) from None
+        if problem.kind == "rate_limited":
+            raise RateLimited(f"{recipe.case_id}: download of {recipe.source.url}: {problem.line(message)}") from None
         raise PersistbenchError(f"{recipe.case_id}: download of {recipe.source.url} failed: {message}") from None
     finally:
         if bar is not None:
@@ -254,10 +267,13 @@ def fetch(recipe: Recipe, opts: SourceOptions) -> Path:
         hit = _existing(stem)
         if hit is not None:
             return hit
-        for attempt in range(opts.retries + 1):
+        throttle = Throttle(opts.cache, opts.backoff)
+        failures = limited = 0
+        while True:
             tmp = stem.parent / f".tmp-{stem.name}-{os.getpid()}"
             remove_tree(opts.cache, tmp)
             tmp.mkdir(parents=True)
+            throttle.wait()
             try:
                 clip = _download_once(recipe, opts, tmp, t0, t1)
                 try:
@@ -270,13 +286,19 @@ def fetch(recipe: Recipe, opts: SourceOptions) -> Path:
                 final = stem.parent / (stem.name + clip.suffix)
                 os.replace(clip, final)
                 write_json(stem.parent / (stem.name + ".json"), {"url": recipe.source.url, "range": [t0, t1]})
+                throttle.recover()
                 return final
             except SourceUnavailable:
                 raise
-            except PersistbenchError:
-                if attempt == opts.retries:
+            except RateLimited:  # slow the whole run down and try again, more often than other failures
+                limited += 1
+                throttle.slow_down()
+                if limited >= max(RATE_LIMIT_ATTEMPTS, opts.retries + 1):
                     raise
-                time.sleep(opts.backoff * 2**attempt)
+            except PersistbenchError:
+                failures += 1
+                if failures > opts.retries:
+                    raise
+                time.sleep(opts.backoff * 2 ** (failures - 1))
             finally:
                 remove_tree(opts.cache, tmp)
-    raise AssertionError("unreachable")

@@ -1,0 +1,177 @@
+"""What users meet when hosts refuse downloads: yt-dlp's messages mapped to one line with the fix, produced by
+a real loopback server through real yt-dlp downloads, and a rate-limiting host slowing the run down instead of
+failing its cases."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from persistbench.cli import main
+from persistbench.io.serve import FileServer
+from persistbench.suites.persistbench.build.source_errors import explain
+from persistbench.suites.persistbench.synth import SynthConfig, generate
+
+CFG = SynthConfig(scenes=2, seed=7, pano_size=(512, 256), view_size=(128, 96), n_frames=16, fps=8.0)
+
+# yt-dlp's own words for what YouTube answers (its extractor's messages, as a user sees them)
+MESSAGES = {
+    "bot_check": "[youtube] abc: Sign in to confirm you’re not a bot. Use --cookies-from-browser or --cookies for the "
+    "authentication.",
+    "rate_limited": "[youtube] abc: This content isn't available, try again later. The current session has been "
+    "rate-limited by YouTube for up to an hour.",
+    "age_restricted": "[youtube] abc: Sign in to confirm your age. This video may be inappropriate for some users.",
+    "private": "[youtube] abc: Private video. Sign in if you've been granted access to this video",
+    "removed": "[youtube] abc: Video unavailable. This video has been removed by the uploader",
+    "geo_blocked": "[youtube] abc: The uploader has not made this video available in your country. This video is not "
+    "available from your location due to geo restriction",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(MESSAGES))
+def test_each_youtube_refusal_has_its_kind_and_fix(kind):
+    problem = explain(MESSAGES[kind])
+    line = problem.line(MESSAGES[kind])
+    assert problem.kind == kind and "\n" not in line and line.startswith(kind.replace("_", " ") + ": ")
+    assert problem.permanent == (kind != "rate_limited")
+    fixes = {"bot_check": "--cookies", "rate_limited": "--sleep-interval", "age_restricted": "--cookies"}
+    assert fixes.get(kind, "") in problem.fix
+
+
+class Scripted:
+    """A loopback host: ``/status/<code>/<file>`` answers ``code``; ``/flaky/<n>/<file>`` answers 429 to the
+    first ``n`` requests for it, then redirects to the real file on ``real`` (a Range-honouring server)."""
+
+    def __init__(self, real: str):
+        counts: dict[str, int] = {}
+        self.requests: list[tuple[str, int]] = []
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_HEAD(self):
+                self.do_GET()
+
+            def do_GET(self):
+                m = re.fullmatch(r"/(status|flaky)/(\d+)/(.+)", self.path)
+                if not m:
+                    return self._send(404)
+                if m.group(1) == "status":
+                    return self._send(int(m.group(2)))
+                counts[self.path] = counts.get(self.path, 0) + 1
+                if counts[self.path] <= int(m.group(2)):
+                    return self._send(429, {"Retry-After": "0"})
+                owner.requests.append((self.path, 302))
+                self.send_response(302)
+                self.send_header("Location", f"{real}/{m.group(3)}")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def _send(self, code: int, headers: dict | None = None):
+                owner.requests.append((self.path, code))
+                body = f"status {code}".encode()
+                self.send_response(code)
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def __enter__(self):
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture(scope="module")
+def hosts(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hosts")
+    with FileServer(root) as real:
+        generate(root / "http", CFG, base_url=f"{real.url}/http/sources")
+        with Scripted(f"{real.url}/http/sources") as scripted:
+            yield root, scripted
+
+
+def _recipes(root: Path, tmp_path: Path, urls: list[str]) -> Path:
+    lines = (root / "http" / "recipes.jsonl").read_text().splitlines()
+    out = []
+    for line, url in zip(lines, urls, strict=False):
+        obj = json.loads(line)
+        obj["source"]["url"] = url.format(file=obj["source"]["id"] + ".mp4")
+        out.append(json.dumps(obj))
+    path = tmp_path / "recipes.jsonl"
+    path.write_text("\n".join(out) + "\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    "code, kind, fix",
+    [
+        (404, "removed", "the source is gone"),
+        (410, "removed", "the source is gone"),
+        (451, "geo_blocked", "--proxy"),
+        (403, "forbidden", "--cookies or --proxy"),
+    ],
+)
+def test_a_refusing_host_gives_each_case_one_line_with_the_fix(hosts, tmp_path, code, kind, fix):
+    root, scripted = hosts
+    recipes = _recipes(root, tmp_path, [f"{scripted.url}/status/{code}/{{file}}"])
+    args = ["download", "--recipes", str(recipes), "--output", str(tmp_path / "ds"), "--cache", str(tmp_path / "c")]
+    result = CliRunner().invoke(main, [*args, "--no-progress", "--retries", "0"])
+    assert result.exit_code == 1
+    lines = [x for x in result.output.splitlines() if f"HTTP Error {code}" in x]
+    assert len(lines) == 1 and f"unavailable: {kind.replace('_', ' ')}: " in lines[0] and fix in lines[0], result.output
+
+
+def test_a_rate_limiting_host_slows_the_run_down_and_every_case_is_rebuilt(hosts, tmp_path):
+    root, scripted = hosts
+    recipes = _recipes(root, tmp_path, [f"{scripted.url}/flaky/3/{{file}}", f"{scripted.url}/flaky/2/{{file}}"])
+    cache = tmp_path / "cache"
+    args = ["download", "--recipes", str(recipes), "--output", str(tmp_path / "ds"), "--cache", str(cache)]
+    # --retries 0: other failures would end a case at once; 429s are retried, slower each time
+    result = CliRunner().invoke(main, [*args, "--no-progress", "--retries", "0", "--sleep-interval", "0"])
+    assert result.exit_code == 0, result.output
+    assert "done 2, skipped 0, failed 0" in result.output
+    limited = [p for p, code in scripted.requests if code == 429 and p.startswith("/flaky/")]
+    assert len(limited) == 5  # 3 + 2 refusals, each followed by a slower retry
+    state = json.loads((cache / ".throttle.json").read_text())
+    assert 0 < state["delay"] < 5  # raised by the 429s, halved back by the downloads that went through
+
+
+def test_rate_limit_and_sleep_interval_reach_yt_dlp(hosts, tmp_path):
+    from persistbench.suites.persistbench.build.recipes import load_recipes
+    from persistbench.suites.persistbench.build.sources import SourceOptions, _Log, _ydl_options
+
+    root, _ = hosts
+    recipe = load_recipes(root / "http" / "recipes.jsonl")[0]
+    opts = SourceOptions(cache=tmp_path, rate_limit=2 * 1024 * 1024, sleep_interval=1.5)
+    params = _ydl_options(recipe, opts, tmp_path, 0.0, 1.0, _Log(), [])
+    assert params["ratelimit"] == 2 * 1024 * 1024 and params["sleep_interval"] == 1.5
+    bad = CliRunner().invoke(main, ["download", "--rate-limit", "fast", "--dry-run"])
+    assert bad.exit_code == 2 and "a rate in bytes a second" in bad.output
+
+
+def test_doctor_says_when_yt_dlp_is_too_old():
+    import datetime
+
+    from persistbench.core.doctor import yt_dlp_age
+
+    assert yt_dlp_age("2026.10.26", datetime.date(2026, 11, 1)).ok
+    old = yt_dlp_age("2026.01.02", datetime.date(2026, 11, 1))
+    assert not old.ok and "pip install -U yt-dlp" in old.fix and "303 days old" in old.detail
+    assert not yt_dlp_age("nightly", datetime.date(2026, 11, 1)).ok
