@@ -155,12 +155,13 @@ def test_a_rate_limiting_host_slows_the_run_down_and_every_case_is_rebuilt(hosts
 
 def test_rate_limit_and_sleep_interval_reach_yt_dlp(hosts, tmp_path):
     from persistbench.suites.persistbench.build.recipes import load_recipes
-    from persistbench.suites.persistbench.build.sources import SourceOptions, _Log, _ydl_options
+    from persistbench.io.ytdl_job import Log, ydl_params
+    from persistbench.suites.persistbench.build.sources import SourceOptions, job
 
     root, _ = hosts
     recipe = load_recipes(root / "http" / "recipes.jsonl")[0]
     opts = SourceOptions(cache=tmp_path, rate_limit=2 * 1024 * 1024, sleep_interval=1.5)
-    params = _ydl_options(recipe, opts, tmp_path, 0.0, 1.0, _Log(), [])
+    params = ydl_params(job(recipe, opts, str(tmp_path), 0.0, 1.0), Log(), [])
     assert params["ratelimit"] == 2 * 1024 * 1024 and params["sleep_interval"] == 1.5
     bad = CliRunner().invoke(main, ["download", "--rate-limit", "fast", "--dry-run"])
     assert bad.exit_code == 2 and "a rate in bytes a second" in bad.output

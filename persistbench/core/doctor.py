@@ -56,7 +56,7 @@ def _ffmpeg() -> Check:
 
 
 def _js_runtime() -> Check:
-    from persistbench.io.programs import js_runtime
+    from persistbench.io.ytdl_job import js_runtime
 
     found = js_runtime()
     return Check(

@@ -70,6 +70,22 @@ def _rate(value: str | None) -> int | None:
     help="Seconds yt-dlp waits before each download (hosts that rate-limit: YouTube).",
 )
 @click.option(
+    "--backend",
+    type=click.Choice(["local", "ssh"]),
+    default="local",
+    show_default=True,
+    help="Where yt-dlp runs: here, or on --remote over SSH (clips come back checked; reconstruction stays here).",
+)
+@click.option("--remote", default=None, metavar="USER@HOST[:PORT]", help="The machine of --backend ssh.")
+@click.option("--ssh-key", type=click.Path(dir_okay=False, exists=True), default=None, help="An SSH identity file.")
+@click.option(
+    "--known-hosts",
+    type=click.Path(dir_okay=False, exists=True),
+    default=None,
+    help="A known_hosts file to check against.",
+)
+@click.option("--remote-python", default=None, metavar="PATH", help="A remote Python with yt-dlp and imageio-ffmpeg.")
+@click.option(
     "--sources-dir",
     type=click.Path(file_okay=False, exists=True),
     default=None,
@@ -94,6 +110,11 @@ def download(
     proxy,
     rate_limit,
     sleep_interval,
+    backend,
+    remote,
+    ssh_key,
+    known_hosts,
+    remote_python,
     sources_dir,
     accept_changed_sources,
     no_progress,
@@ -120,6 +141,15 @@ def download(
             "--shard runs cases; --aggregate-only then combines all shards: use them in separate calls"
         )
 
+    ssh = None
+    if backend == "ssh":
+        from persistbench.suites.persistbench.build.remote import SshOptions
+
+        if not remote:
+            raise click.UsageError("--backend ssh needs --remote USER@HOST[:PORT]")
+        ssh = SshOptions(remote, ssh_key, known_hosts, remote_python)
+    elif remote:
+        raise click.UsageError("--remote is for --backend ssh")
     source = resolve_recipes(recipes, Path(cache))
     if source.spec == "bundled":
         click.echo(f"using the bundled sample recipes (no --recipes given): {source.path}")
@@ -131,6 +161,7 @@ def download(
         proxy=proxy,
         rate_limit=rate_limit,
         sleep_interval=sleep_interval,
+        remote=ssh,
         progress=not no_progress and executor.resolved == "serial",
     )
     opts = DownloadOptions(

@@ -173,9 +173,12 @@ def download(source: RecipeSource, opts: DownloadOptions, executor: Executor | N
     that, after the shards of a run). Returns one outcome per selected case, in order.
     """
     recipes = plan(source, opts)
-    if opts.sources.sources_dir is None and any(
-        is_youtube(r.source.url) and cached_clip(r, opts.sources) is None for r in recipes
-    ):
+    missing = opts.sources.sources_dir is None and any(cached_clip(r, opts.sources) is None for r in recipes)
+    if missing and opts.sources.remote is not None:
+        from persistbench.suites.persistbench.build.remote import host
+
+        host(opts.sources.remote).python()  # reachable, its host key known, its yt-dlp ready: before any case
+    elif missing and any(is_youtube(r.source.url) and cached_clip(r, opts.sources) is None for r in recipes):
         require_js_runtime()
     check_writable(
         *([] if opts.download_only else [opts.output]),

@@ -14,18 +14,19 @@ from __future__ import annotations
 
 import glob
 import os
-import re
 import time
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
 from persistbench.core.errors import PersistbenchError
+from persistbench.io import ytdl_job
 from persistbench.io.files import file_lock, write_json
 from persistbench.io.names import child, remove_tree
-from persistbench.io.programs import js_runtime
 from persistbench.io.video import decode_with_pts, ffmpeg_exe, probe
+from persistbench.io.ytdl_job import js_runtime
 from persistbench.suites.persistbench.build.recipes import Recipe
+from persistbench.suites.persistbench.build.remote import RemoteDownloadFailed, RemoteError, SshOptions, host
 from persistbench.suites.persistbench.build.source_errors import explain
 from persistbench.suites.persistbench.build.throttle import Throttle
 from persistbench.suites.persistbench.layout import CacheLayout
@@ -56,6 +57,7 @@ class SourceOptions:
         pad: seconds of source kept before and after the frames a case needs.
         cookies: a cookies.txt file for yt-dlp; proxy: a proxy URL for yt-dlp.
         rate_limit: the most bytes a second yt-dlp downloads (None: no limit).
+        remote: download on this machine over SSH (:mod:`.remote`) instead of here.
         sleep_interval: seconds yt-dlp waits before each download.
         progress: show a per-source download bar on stderr.
     """
@@ -69,6 +71,7 @@ class SourceOptions:
     proxy: str | None = None
     rate_limit: int | None = None
     sleep_interval: float = 0.0
+    remote: SshOptions | None = None
     progress: bool = False
 
 
@@ -139,74 +142,46 @@ def local_clip(recipe: Recipe, sources_dir: Path) -> Path:
     return hit
 
 
-class _Log:
-    """Collects yt-dlp's messages instead of printing them."""
-
-    def __init__(self) -> None:
-        self.errors: list[str] = []
-
-    def debug(self, msg: str) -> None:
-        pass
-
-    def info(self, msg: str) -> None:
-        pass
-
-    def warning(self, msg: str) -> None:
-        pass
-
-    def error(self, msg: str) -> None:
-        self.errors.append(msg)
-
-
-def _ydl_options(recipe: Recipe, opts: SourceOptions, out_dir: Path, t0: float, t1: float, log: _Log, hooks: list):
-    import yt_dlp
-
+def job(recipe: Recipe, opts: SourceOptions, out_dir: str, t0: float, t1: float) -> dict:
+    """The yt-dlp job of ``recipe``'s clip (:mod:`persistbench.io.ytdl_job`): video only, the best format not
+    above the recipe's source resolution, only ``[t0, t1]`` seconds unless the source is a local file;
+    ``out_dir`` is where the clip is written, on the machine that runs the job."""
     height = recipe.source.height
-    params = {
-        # Video only, the best format not above the recipe's source resolution.
+    return {
+        "url": recipe.source.url,
         "format": f"bv[height<=?{height}]/bv*[height<=?{height}]/b[height<=?{height}]",
-        "outtmpl": str(out_dir / "clip.%(ext)s"),
-        "ffmpeg_location": ffmpeg_exe(),
-        "enable_file_urls": True,
-        "noplaylist": True,
-        "quiet": True,
-        "no_warnings": True,
-        "noprogress": True,
-        "logger": log,
-        "progress_hooks": hooks,
-        "retries": 2,
-        "socket_timeout": 30,
-        "cachedir": False,
-        "overwrites": True,
-        "continuedl": False,
+        "outtmpl": f"{out_dir}/clip.%(ext)s",
+        "range": [t0, t1] if ranged(recipe.source.url) else None,
+        "cookies": opts.cookies,
+        "proxy": opts.proxy,
+        "rate_limit": opts.rate_limit,
+        "sleep_interval": opts.sleep_interval,
     }
-    if opts.cookies:
-        params["cookiefile"] = opts.cookies
-    if opts.proxy:
-        params["proxy"] = opts.proxy
-    if opts.rate_limit:
-        params["ratelimit"] = opts.rate_limit
-    if opts.sleep_interval:
-        params["sleep_interval"] = opts.sleep_interval
-    if ranged(recipe.source.url):
-        params["download_ranges"] = yt_dlp.utils.download_range_func(None, [(t0, t1)])
-        # Keep the source's timestamps: frames are located by presentation time,
-        # and a cut that starts at an earlier keyframe than asked must not shift them.
-        params["external_downloader_args"] = {"ffmpeg_i": ["-copyts"]}
-    runtime = js_runtime()
-    if runtime:
-        params["js_runtimes"] = {runtime[0]: {"path": runtime[1]}}
-    return params
+
+
+def failure(recipe: Recipe, message: str) -> PersistbenchError:
+    """The error of a download that yt-dlp reported as ``message``: unavailable (no retry helps), rate-limited
+    (slow down and retry) or another failure (retried)."""
+    problem = explain(message)
+    if problem.permanent:
+        return SourceUnavailable(f"{recipe.case_id}: source {recipe.source.url} unavailable: {problem.line(message)}")
+    if problem.kind == "rate_limited":
+        return RateLimited(f"{recipe.case_id}: download of {recipe.source.url}: {problem.line(message)}")
+    return PersistbenchError(f"{recipe.case_id}: download of {recipe.source.url} failed: {message}")
+
+
+def _download_remote(recipe: Recipe, opts: SourceOptions, tmp: Path, t0: float, t1: float) -> Path:
+    """The clip downloaded on ``opts.remote`` and brought back into ``tmp`` (size and sha256 checked)."""
+    try:
+        return host(opts.remote).download(job(recipe, opts, "", t0, t1), tmp, opts.cookies)
+    except RemoteDownloadFailed as e:
+        raise failure(recipe, str(e)) from None
+    except RemoteError as e:  # the machine, not the source: no case can be had through it
+        raise PersistbenchError(f"{recipe.case_id}: {e}") from None
 
 
 def _download_once(recipe: Recipe, opts: SourceOptions, tmp: Path, t0: float, t1: float) -> Path:
-    import yt_dlp
-    from yt_dlp.postprocessor.ffmpeg import FFmpegPostProcessor
-
-    # yt-dlp's FFmpegFD.available() ignores the ffmpeg_location parameter and
-    # reads this context variable (as yt-dlp's own CLI sets it).
-    FFmpegPostProcessor._ffmpeg_location.set(ffmpeg_exe())
-    log = _Log()
+    """The clip downloaded here, into ``tmp``."""
     hooks = []
     bar = None
     if opts.progress:
@@ -222,25 +197,13 @@ def _download_once(recipe: Recipe, opts: SourceOptions, tmp: Path, t0: float, t1
 
         hooks.append(hook)
     try:
-        with yt_dlp.YoutubeDL(_ydl_options(recipe, opts, tmp, t0, t1, log, hooks)) as ydl:
-            ydl.extract_info(recipe.source.url, download=True)
-    except yt_dlp.utils.DownloadError as e:
-        message = (log.errors[-1] if log.errors else str(e)).replace("ERROR: ", "")
-        message = re.sub(r"\s*\(caused by .*$", "", message, flags=re.S).strip()
-        problem = explain(message)
-        if problem.permanent:
-            why = f"{recipe.case_id}: source {recipe.source.url} unavailable: {problem.line(message)}"
-            raise SourceUnavailable(why) from None
-        if problem.kind == "rate_limited":
-            raise RateLimited(f"{recipe.case_id}: download of {recipe.source.url}: {problem.line(message)}") from None
-        raise PersistbenchError(f"{recipe.case_id}: download of {recipe.source.url} failed: {message}") from None
+        result = ytdl_job.run({**job(recipe, opts, str(tmp), t0, t1), "ffmpeg": ffmpeg_exe()}, hooks)
     finally:
         if bar is not None:
             bar.close()
-    clips = [p for p in sorted(tmp.iterdir()) if p.suffix in VIDEO_SUFFIXES and p.stem == "clip"]
-    if not clips:
-        raise PersistbenchError(f"{recipe.case_id}: download of {recipe.source.url} produced no file")
-    return clips[0]
+    if not result["ok"]:
+        raise failure(recipe, result["message"])
+    return Path(result["path"])
 
 
 def fetch(recipe: Recipe, opts: SourceOptions) -> Path:
@@ -275,7 +238,7 @@ def fetch(recipe: Recipe, opts: SourceOptions) -> Path:
             tmp.mkdir(parents=True)
             throttle.wait()
             try:
-                clip = _download_once(recipe, opts, tmp, t0, t1)
+                clip = (_download_remote if opts.remote else _download_once)(recipe, opts, tmp, t0, t1)
                 try:
                     check_clip(clip, first, last, tolerance=0.5 / max(probe(clip)["fps"], 1e-3) + 1e-3)
                 except PersistbenchError as e:
