@@ -154,8 +154,8 @@ def test_a_rate_limiting_host_slows_the_run_down_and_every_case_is_rebuilt(hosts
 
 
 def test_rate_limit_and_sleep_interval_reach_yt_dlp(hosts, tmp_path):
-    from persistbench.suites.persistbench.build.recipes import load_recipes
     from persistbench.io.ytdl_job import Log, ydl_params
+    from persistbench.suites.persistbench.build.recipes import load_recipes
     from persistbench.suites.persistbench.build.sources import SourceOptions, job
 
     root, _ = hosts
