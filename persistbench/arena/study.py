@@ -76,36 +76,42 @@ class Study:
                 return c
         raise KeyError(key)
 
+    @functools.cached_property
+    def sampling(self) -> tuple[int, tuple[int, int]]:
+        """The models' sampling, from the first run's ``run.json``: ``(num_frames, (h, w))`` (-1: all, native)."""
+        protocol = (read_run_info(RunLayout(self.paths[0])) or {}).get("protocol") or {}
+        res = tuple(protocol.get("resolution") or (-1, -1))
+        return int(protocol.get("num_frames", -1)), (int(res[0]), int(res[1]))
+
     @functools.lru_cache(maxsize=32)  # noqa: B019 (a study lives as long as its server)
+    def request(self, key: str, reference: bool):
+        """The suite's request of case ``key`` at the models' sampling (with the ground truth when
+        ``reference``; None when the suite has none), made once for the frames and the prompt."""
+        try:
+            return self.suite.request(self.case(key), *self.sampling, reference)
+        except PersistbenchError:
+            if reference:  # a suite without ground truth (R2M-Bench) has no reference to show
+                return None
+            raise
+
+    @functools.lru_cache(maxsize=32)  # noqa: B019
     def frames(self, key: str, role: str) -> tuple[np.ndarray, ...]:
         """The frames of case ``key`` for ``role``: ``context`` (what the models saw), ``reference`` (the ground
         truth, where the suite has one) or a run's name (its prediction); ``(H, W, 3)`` uint8 each."""
-        case = self.case(key)
-        if role in ("context", "reference"):
-            info = read_run_info(RunLayout(self.paths[0])) or {}
-            sampling = info.get("protocol") or {}
-            n = sampling.get("num_frames", -1)
-            res = tuple(sampling.get("resolution") or (-1, -1))
-            try:
-                req = self.suite.request(case, int(n), (int(res[0]), int(res[1])), role == "reference")
-            except PersistbenchError:
-                if role == "reference":  # a suite without ground truth (R2M-Bench) has no reference to show
-                    return ()
-                raise
-            if role == "reference":
-                return () if req.ground_truth is None else _shown(list(req.ground_truth[0]))
-            return _shown([np.clip(np.rint(f * 255), 0, 255).astype(np.uint8) for f in req.fields["input_frames"]])
+        if role == "reference":
+            req = self.request(key, True)
+            return () if req is None or req.ground_truth is None else _shown(list(req.ground_truth[0]))
+        if role == "context":
+            frames = self.request(key, False).fields["input_frames"]
+            return _shown([np.clip(np.rint(f * 255), 0, 255).astype(np.uint8) for f in frames])
         path = self.paths[self.runs.index(role)]
-        pred = self.suite.read_prediction(path, read_run_info(RunLayout(path)), case)
+        pred = self.suite.read_prediction(path, read_run_info(RunLayout(path)), self.case(key))
         if pred is None:
             raise PersistbenchError(f"{path}: no prediction of {key}")
         return _shown(_decode(pred.files))
 
     def prompt(self, key: str) -> str:
-        info = read_run_info(RunLayout(self.paths[0])) or {}
-        sampling = info.get("protocol") or {}
-        req = self.suite.request(self.case(key), int(sampling.get("num_frames", -1)), (-1, -1), False)
-        prompt = req.fields.get("prompt")
+        prompt = self.request(key, False).fields.get("prompt")
         return prompt if isinstance(prompt, str) else ""
 
 

@@ -35,9 +35,24 @@ from persistbench.cli.options import JUDGE_KEY_ENV, JUDGE_MODEL, JUDGE_URL, judg
 @click.option("--judge-concurrency", type=click.IntRange(1, 256), default=4, show_default=True)
 @judge_timeout(120.0)
 def arena(
-    runs, output, question, reference, host, port, add_rater, close, ratings_only, export, merge, rounds,
-    judge_url, judge_model, judge_key_env, judge_concurrency, judge_timeout,
-) -> None:  # fmt: skip
+    runs,
+    output,
+    question,
+    reference,
+    host,
+    port,
+    add_rater,
+    close,
+    ratings_only,
+    export,
+    merge,
+    rounds,
+    judge_url,
+    judge_model,
+    judge_key_env,
+    judge_concurrency,
+    judge_timeout,
+) -> None:
     """Compare runs blind, in pairs: serve the study's page, add raters, ask a judge, rate.
 
     \b

@@ -17,6 +17,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+VIDEO_SUFFIXES = (".mp4", ".mkv", ".webm", ".mov")  # what yt-dlp may write a clip as
+
 
 def js_runtime() -> tuple[str, str] | None:
     """``(name, path)`` of a JavaScript runtime yt-dlp can use for YouTube: deno, or node >= 22."""
@@ -114,7 +116,7 @@ def run(job: dict, hooks: list | None = None) -> dict:
         return {"ok": False, "message": re.sub(r"\s*\(caused by .*$", "", message, flags=re.S).strip()}
     out = Path(job["outtmpl"]).parent
     stem = Path(job["outtmpl"]).name.split(".")[0]
-    clips = sorted(p for p in out.iterdir() if p.stem == stem and p.suffix in (".mp4", ".mkv", ".webm", ".mov"))
+    clips = sorted(p for p in out.iterdir() if p.stem == stem and p.suffix in VIDEO_SUFFIXES)
     if not clips:
         return {"ok": False, "message": "the download produced no file"}
     h = hashlib.sha256()

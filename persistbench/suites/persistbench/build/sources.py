@@ -24,14 +24,13 @@ from persistbench.io import ytdl_job
 from persistbench.io.files import file_lock, write_json
 from persistbench.io.names import child, remove_tree
 from persistbench.io.video import decode_with_pts, ffmpeg_exe, probe
-from persistbench.io.ytdl_job import js_runtime
+from persistbench.io.ytdl_job import VIDEO_SUFFIXES, js_runtime
 from persistbench.suites.persistbench.build.recipes import Recipe
 from persistbench.suites.persistbench.build.remote import RemoteDownloadFailed, RemoteError, SshOptions, host
 from persistbench.suites.persistbench.build.source_errors import explain
 from persistbench.suites.persistbench.build.throttle import Throttle
 from persistbench.suites.persistbench.layout import CacheLayout
 
-VIDEO_SUFFIXES = (".mp4", ".mkv", ".webm", ".mov")
 YOUTUBE_HOSTS = ("youtube.com", "youtu.be", "youtube-nocookie.com")
 RATE_LIMIT_ATTEMPTS = 8  # rate-limited downloads are retried this often (slowing down), whatever --retries says
 
