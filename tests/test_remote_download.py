@@ -6,61 +6,25 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from sshd import MISSING, Sshd, free_port, sshd
 
 from persistbench.cli import main
 from persistbench.io.serve import FileServer
 from persistbench.suites.persistbench.synth import SynthConfig, generate
 
-SSHD = shutil.which("sshd") or ("/usr/sbin/sshd" if Path("/usr/sbin/sshd").exists() else None)
-pytestmark = pytest.mark.skipif(
-    SSHD is None or shutil.which("ssh") is None, reason="openssh-server (.ci/run installs it)"
-)
+pytestmark = pytest.mark.skipif(MISSING, reason="openssh-server (.ci/run installs it)")
 CFG = SynthConfig(scenes=2, seed=11, pano_size=(512, 256), view_size=(128, 96), n_frames=16, fps=8.0)
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
-def sshd(tmp_path_factory):
-    """An sshd on 127.0.0.1 that lets this user in with a fresh key; yields (remote, key, known_hosts, dir)."""
-    d = tmp_path_factory.mktemp("sshd")
-    for name in ("host", "user", "other"):
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / name)], check=True)
-    (d / "authorized_keys").write_text((d / "user.pub").read_text())
-    port = _port()
-    (d / "sshd_config").write_text(
-        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {d / 'host'}\nPidFile {d / 'sshd.pid'}\n"
-        f"AuthorizedKeysFile {d / 'authorized_keys'}\nPermitRootLogin prohibit-password\nPasswordAuthentication no\n"
-        "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
-    )
-    Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege separation directory
-    proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(d / "sshd_config")], stderr=subprocess.PIPE)
-    for _ in range(100):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            time.sleep(0.05)
-    host_key = " ".join((d / "host.pub").read_text().split()[:2])
-    (d / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_key}\n")
-    other_key = " ".join((d / "other.pub").read_text().split()[:2])
-    (d / "wrong_known_hosts").write_text(f"[127.0.0.1]:{port} {other_key}\n")
-    user = os.environ.get("USER") or subprocess.run(["id", "-un"], capture_output=True, text=True).stdout.strip()
-    yield f"{user}@127.0.0.1:{port}", d / "user", d / "known_hosts", d
-    proc.terminate()
-    proc.wait()
+def server(tmp_path_factory):
+    with sshd(tmp_path_factory.mktemp("sshd")) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
@@ -76,9 +40,17 @@ def _download(recipes: Path, out: Path, *extra: str, env=None):
     return CliRunner().invoke(main, [*args, "--no-progress", "--retries", "0", *extra], env=env)
 
 
-def _ssh_args(sshd) -> list[str]:
-    remote, key, known, _ = sshd
-    return ["--backend", "ssh", "--remote", remote, "--ssh-key", str(key), "--known-hosts", str(known)]
+def _ssh_args(server: Sshd) -> list[str]:
+    return [
+        "--backend",
+        "ssh",
+        "--remote",
+        server.remote,
+        "--ssh-key",
+        str(server.key),
+        "--known-hosts",
+        str(server.known_hosts),
+    ]
 
 
 def _tree(root: Path) -> dict[str, bytes]:
@@ -89,8 +61,8 @@ def _tree(root: Path) -> dict[str, bytes]:
     }
 
 
-def test_ssh_gives_the_local_dataset_and_a_cut_transfer_resumes(sshd, sources, tmp_path):
-    recipes, server = sources
+def test_ssh_gives_the_local_dataset_and_a_cut_transfer_resumes(server, sources, tmp_path):
+    recipes, files = sources
     local = _download(recipes, tmp_path / "local")
     assert local.exit_code == 0, local.output
 
@@ -105,29 +77,28 @@ def test_ssh_gives_the_local_dataset_and_a_cut_transfer_resumes(sshd, sources, t
         f'exec {real} "$@"\n'
     )
     wrapper.chmod(0o755)
-    args = [*_ssh_args(sshd), "--remote-python", sys.executable]
+    args = [*_ssh_args(server), "--remote-python", sys.executable]
     env = {"PATH": f"{wrapper.parent}:{os.environ['PATH']}"}
     cut = _download(recipes, tmp_path / "ssh", *args, env=env)
     assert cut.exit_code == 1 and "failed 1" in cut.output, cut.output
     cache = tmp_path / "ssh" / "cache"
     assert not [p for p in cache.rglob("*") if p.name.startswith(".tmp")], "nothing partial in the cache"
-    fetched = len(server.requests)
+    fetched = len(files.requests)
     again = _download(recipes, tmp_path / "ssh", *args, env=env)  # the wrapper now passes everything through
     assert again.exit_code == 0, again.output
-    assert len(server.requests) == fetched  # the cut clip came from the remote copy, not the source again
+    assert len(files.requests) == fetched  # the cut clip came from the remote copy, not the source again
     assert _tree(tmp_path / "ssh" / "ds") == _tree(tmp_path / "local" / "ds")
     remote_clips = Path.home() / ".cache" / "persistbench-remote" / "clips"
     assert not remote_clips.exists() or not any(remote_clips.iterdir())  # fetched clips are removed there
 
 
-def test_a_wrong_host_key_or_an_unreachable_host_is_one_line_and_nothing_is_written(sshd, sources, tmp_path):
+def test_a_wrong_host_key_or_an_unreachable_host_is_one_line_and_nothing_is_written(server, sources, tmp_path):
     recipes, _ = sources
-    remote, key, _, d = sshd
-    base = ["--backend", "ssh", "--ssh-key", str(key), "--remote-python", sys.executable]
+    base = ["--backend", "ssh", "--ssh-key", str(server.key), "--remote-python", sys.executable]
     cases = {
-        "wrong key": ([*base, "--remote", remote, "--known-hosts", str(d / "wrong_known_hosts")], "host key"),
+        "wrong key": ([*base, "--remote", server.remote, "--known-hosts", str(server.wrong_known_hosts)], "host key"),
         "unreachable": (
-            [*base, "--remote", f"nobody@127.0.0.1:{_port()}", "--known-hosts", str(d / "known_hosts")],
+            [*base, "--remote", f"nobody@127.0.0.1:{free_port()}", "--known-hosts", str(server.known_hosts)],
             "unreachable (Connection refused)",
         ),
     }

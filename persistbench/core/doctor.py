@@ -67,6 +67,31 @@ def _js_runtime() -> Check:
     )
 
 
+def gcloud_check(exe: str = "gcloud") -> Check:
+    """An optional check of the Google Cloud CLI for ``download --backend gcloud``: there, signed in, a project."""
+    import shutil
+
+    from persistbench.core.errors import PersistbenchError
+    from persistbench.io.gcloud_cli import Gcloud, signed_in, version
+
+    name = "gcloud (download --backend gcloud)"
+    if shutil.which(exe) is None:
+        return Check(
+            name, False, "not on PATH", "only --backend gcloud needs it: https://cloud.google.com/sdk/docs/install"
+        )
+    cli = Gcloud(exe)
+    try:
+        found, account = version(cli), signed_in(cli)
+        project = cli.value("config", "get-value", "project")
+    except PersistbenchError as e:
+        return Check(name, False, str(e), "check `gcloud info`")
+    if account is None:
+        return Check(name, False, f"{found}, nobody signed in", "gcloud auth login")
+    if not project:
+        return Check(name, False, f"{found}, signed in as {account}, no project", "gcloud config set project ID")
+    return Check(name, True, f"{found}, signed in as {account}, project {project}")
+
+
 YT_DLP_MAX_AGE_DAYS = 60  # YouTube changes what yt-dlp must do often; older releases stop working
 
 
@@ -233,6 +258,7 @@ def run_checks(
     checks.append(_ffmpeg())
     checks.append(yt_dlp_age(_version("yt-dlp")))
     checks.append(_js_runtime())
+    checks.append(gcloud_check())
     checks += _lpips(lpips_weights)
     checks.append(_package("matplotlib", {"report", "demo"}, 'pip install -e ".[report]"'))
     checks.append(_package("ray", set(), "pip install 'persistbench[ray]' (only for --executor ray)"))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -21,11 +22,13 @@ VIDEO_SUFFIXES = (".mp4", ".mkv", ".webm", ".mov")  # what yt-dlp may write a cl
 
 
 def js_runtime() -> tuple[str, str] | None:
-    """``(name, path)`` of a JavaScript runtime yt-dlp can use for YouTube: deno, or node >= 22."""
-    deno = shutil.which("deno")
+    """``(name, path)`` of a JavaScript runtime yt-dlp can use for YouTube: deno, or node >= 22, on ``PATH`` or
+    beside this interpreter (a venv with PyPI's ``deno``)."""
+    path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", os.defpath)])
+    deno = shutil.which("deno", path=path)
     if deno:
         return "deno", deno
-    node = shutil.which("node")
+    node = shutil.which("node", path=path)
     if node:
         try:
             out = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=10).stdout
@@ -97,8 +100,6 @@ class Log:
 def run(job: dict, hooks: list | None = None) -> dict:
     """Download ``job``: ``{"ok": true, "path", "size", "sha256"}`` or ``{"ok": false, "message"}`` (yt-dlp's
     last error, without its traceback)."""
-    import os
-
     import yt_dlp
     from yt_dlp.postprocessor.ffmpeg import FFmpegPostProcessor
 
@@ -129,5 +130,5 @@ def run(job: dict, hooks: list | None = None) -> dict:
     return result
 
 
-if __name__ == "__main__":  # on a remote machine: python - JOB_JSON < ytdl_job.py
-    print(json.dumps(run(json.loads(sys.argv[1]))), flush=True)
+if __name__ == "__main__":  # on a remote machine: python - JOB_JSON < ytdl_job.py (or --js-runtime)
+    print(json.dumps(js_runtime() if sys.argv[1] == "--js-runtime" else run(json.loads(sys.argv[1]))), flush=True)

@@ -3,6 +3,9 @@ distribution) and ``package`` (a leaderboard submission), registered in :data:`p
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+
 import click
 
 from persistbench.cli.options import (
@@ -71,10 +74,11 @@ def _rate(value: str | None) -> int | None:
 )
 @click.option(
     "--backend",
-    type=click.Choice(["local", "ssh"]),
+    type=click.Choice(["local", "ssh", "gcloud"]),
     default="local",
     show_default=True,
-    help="Where yt-dlp runs: here, or on --remote over SSH (clips come back checked; reconstruction stays here).",
+    help="Where yt-dlp runs: here, on --remote over SSH, or on a Compute Engine VM through the gcloud CLI "
+    "(clips come back checked; reconstruction stays here). See docs/download.md.",
 )
 @click.option("--remote", default=None, metavar="USER@HOST[:PORT]", help="The machine of --backend ssh.")
 @click.option("--ssh-key", type=click.Path(dir_okay=False, exists=True), default=None, help="An SSH identity file.")
@@ -85,6 +89,20 @@ def _rate(value: str | None) -> int | None:
     help="A known_hosts file to check against.",
 )
 @click.option("--remote-python", default=None, metavar="PATH", help="A remote Python with yt-dlp and imageio-ffmpeg.")
+@click.option(
+    "--vm", default=None, metavar="NAME", help="--backend gcloud's VM, made or reused [persistbench-download-USER]."
+)
+@click.option("--zone", default=None, help="--backend gcloud's zone [gcloud's compute/zone, else us-central1-a].")
+@click.option("--project", default=None, help="--backend gcloud's project [gcloud's configured project].")
+@click.option(
+    "--machine-type",
+    default=None,
+    metavar="TYPE",
+    help="The machine type of a VM --backend gcloud creates [e2-standard-2].",
+)
+@click.option(
+    "--stop-vm-when-done", is_flag=True, help="--backend gcloud: stop the VM after the run (it stays otherwise)."
+)
 @click.option(
     "--sources-dir",
     type=click.Path(file_okay=False, exists=True),
@@ -115,6 +133,11 @@ def download(
     ssh_key,
     known_hosts,
     remote_python,
+    vm,
+    zone,
+    project,
+    machine_type,
+    stop_vm_when_done,
     sources_dir,
     accept_changed_sources,
     no_progress,
@@ -127,6 +150,8 @@ def download(
       persistbench download --recipes hf://OWNER/REPO/recipes.jsonl --workers 2
       persistbench download --recipes recipes.jsonl --shard 0/4 --cookies cookies.txt
       persistbench download --recipes recipes.jsonl --executor ray --ray-address auto
+      persistbench download --recipes recipes.jsonl --backend ssh --remote me@worker.example.org
+      persistbench download --recipes recipes.jsonl --backend gcloud --stop-vm-when-done
     """
     from pathlib import Path
 
@@ -141,15 +166,24 @@ def download(
             "--shard runs cases; --aggregate-only then combines all shards: use them in separate calls"
         )
 
-    ssh = None
+    ssh = gcloud = None
+    given = {"--remote": remote, "--ssh-key": ssh_key, "--known-hosts": known_hosts, "--remote-python": remote_python}
+    given_vm = {"--vm": vm, "--zone": zone, "--project": project, "--machine-type": machine_type}
+    given_vm["--stop-vm-when-done"] = stop_vm_when_done
+    for flags, needed in ((given, "ssh"), (given_vm, "gcloud")):
+        stray = [flag for flag, value in flags.items() if value and backend != needed]
+        if stray:
+            raise click.UsageError(f"{stray[0]} is for --backend {needed}")
     if backend == "ssh":
         from persistbench.suites.persistbench.build.remote import SshOptions
 
         if not remote:
             raise click.UsageError("--backend ssh needs --remote USER@HOST[:PORT]")
-        ssh = SshOptions(remote, ssh_key, known_hosts, remote_python)
-    elif remote:
-        raise click.UsageError("--remote is for --backend ssh")
+        ssh = SshOptions(remote, ssh_key, known_hosts, remote_python).target()
+    elif backend == "gcloud":
+        from persistbench.suites.persistbench.build import gcloud as gc
+
+        gcloud = gc.GcloudOptions(vm, zone, project, machine_type or gc.DEFAULT_MACHINE_TYPE, stop_vm_when_done)
     source = resolve_recipes(recipes, Path(cache))
     if source.spec == "bundled":
         click.echo(f"using the bundled sample recipes (no --recipes given): {source.path}")
@@ -175,14 +209,38 @@ def download(
     )
     if dry_run:
         click.echo("\n".join(plan_lines(source, opts)))
+        if gcloud is not None:
+            from persistbench.suites.persistbench.build.gcloud import resolve
+
+            vm = resolve(gcloud)[1]  # read-only: the CLI's sign-in and configuration
+            click.echo(
+                f"missing clips would download on VM {vm.name} (zone {vm.zone}, project {vm.project}), made if needed"
+            )
         return
     if aggregate_only:
         result = aggregate(source, opts)
     else:
-        with executor.build() as ex:
+        with executor.build() as ex, _remote_vm(gcloud, source, opts) as opts:
             result = run_download(source, opts, ex)
     if finish(result, shard, "persistbench download ...the same options, without --shard...") and not download_only:
         click.echo(f"dataset: {output}")
+
+
+@contextlib.contextmanager
+def _remote_vm(gcloud, source, opts):
+    """``opts`` with its sources downloaded on the gcloud VM when one is asked for and a clip is missing."""
+    if gcloud is None:
+        yield opts
+        return
+    from persistbench.suites.persistbench.build import gcloud as gc
+    from persistbench.suites.persistbench.build.download import plan, to_download
+
+    cli, vm = gc.resolve(gcloud)  # gcloud there and signed in, whatever the cache holds
+    if not to_download(plan(source, opts), opts.sources):
+        yield opts
+        return
+    with gc.session(gcloud, cli, vm, click.echo) as target:
+        yield dataclasses.replace(opts, sources=dataclasses.replace(opts.sources, remote=target))
 
 
 @click.command()

@@ -20,6 +20,7 @@ from persistbench.executors import Executor, Job, Outcome, RunResult, Selection,
 from persistbench.io import web
 from persistbench.io.files import check_writable, sha256_file, write_bytes, write_json
 from persistbench.io.names import confined
+from persistbench.io.ytdl_job import js_runtime
 from persistbench.suites.persistbench.build.recipes import MAX_FILE_BYTES, Recipe, load_recipes
 from persistbench.suites.persistbench.build.reconstruct import clip_frames, reconstruct_case
 from persistbench.suites.persistbench.build.sources import (
@@ -165,6 +166,11 @@ def complete_cases(root: Path) -> dict[tuple[str, str], str]:
     return done
 
 
+def to_download(recipes: list[Recipe], opts: SourceOptions) -> list[Recipe]:
+    """The recipes whose clip is neither in the cache nor in ``--sources-dir``'s folder: what a run downloads."""
+    return [] if opts.sources_dir is not None else [r for r in recipes if cached_clip(r, opts) is None]
+
+
 def download(source: RecipeSource, opts: DownloadOptions, executor: Executor | None = None) -> RunResult:
     """Reconstruct (or with ``download_only`` just fetch) the selected cases on ``executor`` (default: serial).
 
@@ -173,13 +179,17 @@ def download(source: RecipeSource, opts: DownloadOptions, executor: Executor | N
     that, after the shards of a run). Returns one outcome per selected case, in order.
     """
     recipes = plan(source, opts)
-    missing = opts.sources.sources_dir is None and any(cached_clip(r, opts.sources) is None for r in recipes)
+    missing = to_download(recipes, opts.sources)
+    youtube = any(is_youtube(r.source.url) for r in missing)
     if missing and opts.sources.remote is not None:
         from persistbench.suites.persistbench.build.remote import host
 
-        host(opts.sources.remote).python()  # reachable, its host key known, its yt-dlp ready: before any case
-    elif missing and any(is_youtube(r.source.url) and cached_clip(r, opts.sources) is None for r in recipes):
-        require_js_runtime()
+        remote = host(opts.sources.remote)
+        remote.python()  # reachable, its host key known, its yt-dlp ready: before any case
+        if youtube:
+            require_js_runtime(remote.js_runtime(), opts.sources.remote.label)
+    elif youtube:
+        require_js_runtime(js_runtime())
     check_writable(
         *([] if opts.download_only else [opts.output]),
         *([] if opts.sources.sources_dir else [(opts.sources.cache, "cache")]),

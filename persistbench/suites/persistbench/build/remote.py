@@ -11,8 +11,8 @@ keys and ``known_hosts`` as every other tool does, refuses an unknown or changed
 worker of a run share one connection. Credentials stay with the user's SSH setup and are never written
 into outputs; a cookies file is copied next to the job (mode 600) and removed after it.
 
-On the remote, ``~/.cache/persistbench-remote/`` holds a venv with the pinned yt-dlp and imageio-ffmpeg
-(made once; or ``--remote-python`` names an interpreter that has them) and one folder per job, keyed by
+On the remote, ``~/.cache/persistbench-remote/`` holds a venv with this machine's yt-dlp, yt-dlp-ejs and
+imageio-ffmpeg versions and deno (made once; or ``--remote-python`` names an interpreter that has them) and one folder per job, keyed by
 the job's hash: a clip downloaded there is kept until it has been brought back, so a transfer cut off
 restarts from the remote copy instead of downloading from the source again.
 """
@@ -33,6 +33,7 @@ from pathlib import Path
 from persistbench.core.errors import PersistbenchError, UsageError
 
 REMOTE_HOME = ".cache/persistbench-remote"
+DENO = "2.9.8"  # PyPI's deno wheel puts the binary in the venv's bin/, where yt-dlp's job finds it
 _TARGET = re.compile(
     r"(?:(?P<user>[A-Za-z0-9._-]+)@)?(?P<host>[A-Za-z0-9.-]+|\[[0-9a-fA-F:]+\])(?::(?P<port>\d{1,5}))?"
 )
@@ -43,8 +44,24 @@ class RemoteError(PersistbenchError):
 
 
 @dataclass(frozen=True)
+class SshTarget:
+    """A remote machine as the SSH backend reaches it.
+
+    Attributes:
+        label: how messages name it (``USER@HOST[:PORT]``, or a VM's name).
+        argv: the OpenSSH command line up to the remote command: client, options, then the destination last.
+            It must never prompt (``BatchMode``) and must check the host key.
+        python: a remote interpreter with yt-dlp and imageio-ffmpeg (None: a venv made there once).
+    """
+
+    label: str
+    argv: tuple[str, ...]
+    python: str | None = None
+
+
+@dataclass(frozen=True)
 class SshOptions:
-    """Where and how to reach the remote machine."""
+    """``download --backend ssh``'s options: where and how to reach the remote machine."""
 
     remote: str  # USER@HOST[:PORT]
     key: str | None = None  # an identity file (default: the agent and ~/.ssh as configured)
@@ -57,35 +74,43 @@ class SshOptions:
         if not m or (m.group("port") and not 0 < int(m.group("port")) < 65536):
             raise UsageError(f"--remote {self.remote!r}: expected USER@HOST[:PORT]")
 
+    def target(self) -> SshTarget:
+        """The command line that reaches ``remote``: never a prompt, an unknown or changed host key refused."""
+        m = _TARGET.fullmatch(self.remote)
+        host = m.group("host").strip("[]")
+        argv = [self.ssh, "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-o", "ConnectTimeout=15"]
+        if m.group("port"):
+            argv += ["-p", m.group("port")]
+        if self.key:
+            argv += ["-i", self.key, "-o", "IdentitiesOnly=yes"]
+        if self.known_hosts:
+            argv += ["-o", f"UserKnownHostsFile={self.known_hosts}"]
+        argv.append(f"{m.group('user')}@{host}" if m.group("user") else host)
+        return SshTarget(self.remote, tuple(argv), self.python)
 
-def _pins() -> dict[str, str]:
-    """The remote venv's packages: this machine's yt-dlp and imageio-ffmpeg versions."""
+
+def remote_spec() -> str:
+    """pip's requirements for a remote venv: this machine's yt-dlp, its YouTube solver scripts and imageio-ffmpeg,
+    and deno (:data:`DENO`) as the JavaScript runtime YouTube extraction needs."""
     from importlib.metadata import version
 
-    return {"yt-dlp": version("yt-dlp"), "imageio-ffmpeg": version("imageio-ffmpeg")}
+    pins = {name: version(name) for name in ("yt-dlp", "yt-dlp-ejs", "imageio-ffmpeg")} | {"deno": DENO}
+    return " ".join(shlex.quote(f"{k}=={v}") for k, v in sorted(pins.items()))
 
 
 class SshHost:
     """One remote machine, reached with OpenSSH's client through a shared master connection."""
 
-    def __init__(self, opts: SshOptions):
-        m = _TARGET.fullmatch(opts.remote)
-        self.opts, self.host = opts, m.group("host").strip("[]")
-        target = f"{m.group('user')}@{self.host}" if m.group("user") else self.host
+    def __init__(self, target: SshTarget):
+        self.target = target
         control = Path(tempfile.gettempdir()) / f"pb-ssh-{os.getuid()}"
         control.mkdir(mode=0o700, exist_ok=True)
-        self.argv = [opts.ssh, "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-o", "ConnectTimeout=15"]
-        # one master connection per options: another key or known_hosts file never rides on a verified one
-        tag = hashlib.sha256(repr((opts.key, opts.known_hosts, opts.ssh)).encode()).hexdigest()[:10]
-        self.argv += ["-o", "ControlMaster=auto", "-o", f"ControlPath={control}/{tag}-%C", "-o", "ControlPersist=60"]
-        self.argv += ["-o", "ServerAliveInterval=15", "-o", "LogLevel=ERROR"]
-        if m.group("port"):
-            self.argv += ["-p", m.group("port")]
-        if opts.key:
-            self.argv += ["-i", opts.key, "-o", "IdentitiesOnly=yes"]
-        if opts.known_hosts:
-            self.argv += ["-o", f"UserKnownHostsFile={opts.known_hosts}"]
-        self.argv.append(target)
+        # one master connection per command line: another key or known_hosts file never rides on a verified one
+        tag = hashlib.sha256(json.dumps(target.argv).encode()).hexdigest()[:10]
+        shared = ["-o", "ControlMaster=auto", "-o", f"ControlPath={control}/{tag}-%C", "-o", "ControlPersist=60"]
+        shared += ["-o", "BatchMode=yes", "-o", "ServerAliveInterval=15", "-o", "LogLevel=ERROR"]
+        # ssh takes the first value given for an option: the target's own options come first and win
+        self.argv = [*target.argv[:-1], *shared, target.argv[-1]]
         self._python: str | None = None
 
     def run(self, command: str, data: bytes | None = None, timeout: float = 3600, out=None) -> bytes:
@@ -100,14 +125,14 @@ class SshHost:
                 timeout=timeout,
             )
         except FileNotFoundError:
-            raise RemoteError(f"--backend ssh needs OpenSSH's client ({self.opts.ssh}) on PATH") from None
+            raise RemoteError(f"the SSH backend needs OpenSSH's client ({self.target.argv[0]}) on PATH") from None
         except subprocess.TimeoutExpired:
-            raise RemoteError(f"{self.opts.remote}: no answer within {timeout:.0f} s") from None
+            raise RemoteError(f"{self.target.label}: no answer within {timeout:.0f} s") from None
         err = done.stderr.decode(errors="replace").strip()
         if done.returncode == 255:  # ssh's own failure: the connection, not the command
-            raise RemoteError(f"{self.opts.remote}: {_ssh_reason(err)}")
+            raise RemoteError(f"{self.target.label}: {_ssh_reason(err)}")
         if done.returncode != 0:
-            raise PersistbenchError(f"{self.opts.remote}: {command.split()[0]} exited {done.returncode}: {err[-300:]}")
+            raise PersistbenchError(f"{self.target.label}: {command.split()[0]} exited {done.returncode}: {err[-300:]}")
         return done.stdout if out is None else b""
 
     def python(self) -> str:
@@ -115,21 +140,20 @@ class SshHost:
         if self._python:
             return self._python
         check = "import yt_dlp, imageio_ffmpeg"
-        if self.opts.python:
-            py = shlex.quote(self.opts.python)
+        if self.target.python:
+            py = shlex.quote(self.target.python)
             try:
                 self.run(f"{py} -c {shlex.quote(check)}", timeout=120)
             except RemoteError:
                 raise
             except PersistbenchError:  # the interpreter ran and could not import them
                 raise RemoteError(
-                    f"{self.opts.remote}: {self.opts.python} cannot import yt_dlp and imageio_ffmpeg"
+                    f"{self.target.label}: {self.target.python} cannot import yt_dlp and imageio_ffmpeg"
                 ) from None
-            self._python = self.opts.python
+            self._python = self.target.python
             return self._python
-        pins = _pins()
-        venv = f"$HOME/{REMOTE_HOME}/venv-yt-dlp-{pins['yt-dlp']}"
-        spec = " ".join(shlex.quote(f"{k}=={v}") for k, v in sorted(pins.items()))
+        spec = remote_spec()
+        venv = f"$HOME/{REMOTE_HOME}/venv-{hashlib.sha256(spec.encode()).hexdigest()[:12]}"
         script = (
             f'V="{venv}"; if [ ! -x "$V/bin/python" ] || ! "$V/bin/python" -c {shlex.quote(check)} 2>/dev/null; then '
             f'python3 -m venv "$V" && "$V/bin/pip" install -q {spec} >&2; fi && echo "$V/bin/python"'
@@ -139,8 +163,16 @@ class SshHost:
         except RemoteError:
             raise
         except PersistbenchError as e:
-            raise RemoteError(f"{self.opts.remote}: cannot prepare a venv with {spec}: {e}".splitlines()[0]) from None
+            raise RemoteError(f"{self.target.label}: cannot prepare a venv with {spec}: {e}".splitlines()[0]) from None
         return self._python
+
+    def js_runtime(self) -> str | None:
+        """The JavaScript runtime yt-dlp finds on the remote machine for YouTube (None: none there)."""
+        from persistbench.io import ytdl_job
+
+        out = self.run(f"{shlex.quote(self.python())} - --js-runtime", data=Path(ytdl_job.__file__).read_bytes())
+        found = json.loads(out.decode().splitlines()[-1])
+        return found[0] if found else None
 
     def download(self, job: dict, local_dir: Path, cookies: str | None) -> Path:
         """Run ``job`` (its ``outtmpl`` and ``cookies`` are set here) on the remote machine and bring the clip back
@@ -173,7 +205,7 @@ class SshHost:
         if size != result["size"] or digest != result["sha256"]:
             local.unlink()
             raise PersistbenchError(
-                f"{self.opts.remote}: {remote_path} came back as {size} bytes, sha256 {digest[:12]}...; "
+                f"{self.target.label}: {remote_path} came back as {size} bytes, sha256 {digest[:12]}...; "
                 f"it is {result['size']} bytes, sha256 {result['sha256'][:12]}... there (transfer cut off?)"
             )
         self.forget(folder)
@@ -210,6 +242,6 @@ def _ssh_reason(stderr: str) -> str:
 
 
 @functools.lru_cache(maxsize=4)
-def host(opts: SshOptions) -> SshHost:
-    """One :class:`SshHost` per options in a process (its venv checked once)."""
-    return SshHost(opts)
+def host(target: SshTarget) -> SshHost:
+    """One :class:`SshHost` per target in a process (its interpreter checked once)."""
+    return SshHost(target)

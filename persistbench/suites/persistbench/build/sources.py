@@ -24,9 +24,9 @@ from persistbench.io import ytdl_job
 from persistbench.io.files import file_lock, write_json
 from persistbench.io.names import child, remove_tree
 from persistbench.io.video import decode_with_pts, ffmpeg_exe, probe
-from persistbench.io.ytdl_job import VIDEO_SUFFIXES, js_runtime
+from persistbench.io.ytdl_job import VIDEO_SUFFIXES
 from persistbench.suites.persistbench.build.recipes import Recipe
-from persistbench.suites.persistbench.build.remote import RemoteDownloadFailed, RemoteError, SshOptions, host
+from persistbench.suites.persistbench.build.remote import RemoteDownloadFailed, RemoteError, SshTarget, host
 from persistbench.suites.persistbench.build.source_errors import explain
 from persistbench.suites.persistbench.build.throttle import Throttle
 from persistbench.suites.persistbench.layout import CacheLayout
@@ -56,7 +56,7 @@ class SourceOptions:
         pad: seconds of source kept before and after the frames a case needs.
         cookies: a cookies.txt file for yt-dlp; proxy: a proxy URL for yt-dlp.
         rate_limit: the most bytes a second yt-dlp downloads (None: no limit).
-        remote: download on this machine over SSH (:mod:`.remote`) instead of here.
+        remote: download on this machine over SSH (:mod:`.remote`; a VM of :mod:`.gcloud`) instead of here.
         sleep_interval: seconds yt-dlp waits before each download.
         progress: show a per-source download bar on stderr.
     """
@@ -70,7 +70,7 @@ class SourceOptions:
     proxy: str | None = None
     rate_limit: int | None = None
     sleep_interval: float = 0.0
-    remote: SshOptions | None = None
+    remote: SshTarget | None = None
     progress: bool = False
 
 
@@ -79,12 +79,18 @@ def is_youtube(url: str) -> bool:
     return any(host == h or host.endswith("." + h) for h in YOUTUBE_HOSTS)
 
 
-def require_js_runtime() -> None:
-    """Fail early, saying what to install, when YouTube extraction is impossible here."""
-    if js_runtime() is None:
+def require_js_runtime(found: str | tuple[str, str] | None, where: str | None = None) -> None:
+    """Fail early, saying what to install, when YouTube extraction is impossible on this machine or on the
+    remote machine ``where`` (``found``: the runtime there, None when there is none)."""
+    if found is None and where is None:
         raise PersistbenchError(
             "YouTube sources need a JavaScript runtime for yt-dlp: install deno (https://deno.com) "
             "or Node.js >= 22 and put it on PATH, or pass --sources-dir with the clips"
+        )
+    if found is None:
+        raise PersistbenchError(
+            f"{where}: YouTube sources need a JavaScript runtime for yt-dlp there: install deno or Node.js >= 22 "
+            "on it, or leave out --remote-python (the venv made there includes deno)"
         )
 
 

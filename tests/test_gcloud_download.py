@@ -1,0 +1,215 @@
+"""download --backend gcloud: the commands it runs, checked against a stand-in ``gcloud`` on PATH
+(tests/gcloud_standin.py) that records its arguments and reaches a real OpenSSH server on loopback as the VM.
+Google's side (creating the VM, running its startup script) is the only part that cannot run here."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from sshd import MISSING, sshd
+
+from persistbench.cli import main
+from persistbench.io.gcloud_cli import Gcloud, GcloudError
+from persistbench.io.serve import FileServer
+from persistbench.suites.persistbench.build.gcloud import Vm, ready_python, spec_hash
+from persistbench.suites.persistbench.build.remote import remote_spec
+from persistbench.suites.persistbench.synth import SynthConfig, generate
+
+pytestmark = pytest.mark.skipif(MISSING, reason="openssh-server (.ci/run installs it)")
+CFG = SynthConfig(scenes=2, seed=12, pano_size=(512, 256), view_size=(128, 96), n_frames=16, fps=8.0)
+STANDIN = Path(__file__).with_name("gcloud_standin.py")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    with sshd(tmp_path_factory.mktemp("sshd")) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sources")
+    with FileServer(root) as server:
+        generate(root / "http", CFG, base_url=f"{server.url}/http/sources")
+        yield root / "http" / "recipes.jsonl"
+
+
+def _standin(tmp_path: Path, server, **config) -> tuple[Path, dict]:
+    """A folder holding the stand-in's config and a ``gcloud`` that runs it; the env that puts it first on PATH."""
+    home = tmp_path / "gcloud-home"
+    (home / "bin").mkdir(parents=True)
+    ssh = {"user": server.user, "port": server.port, "key": str(server.key)}
+    settings = {"account": "researcher@example.org", "project": "lab-project", "zone": None, "python": sys.executable}
+    (home / "config.json").write_text(json.dumps({**settings, "ready_after": 1, "ssh": ssh, **config}))
+    gcloud = home / "bin" / "gcloud"
+    gcloud.write_text(f'#!/bin/sh\nexec {sys.executable} {STANDIN} "$@"\n')
+    gcloud.chmod(0o755)
+    return home, {"PATH": f"{home / 'bin'}:{os.environ['PATH']}", "GCLOUD_STANDIN": str(home)}
+
+
+def _download(recipes: Path, out: Path, *extra: str, env=None):
+    args = ["download", "--recipes", str(recipes), "--output", str(out / "ds"), "--cache", str(out / "cache")]
+    return CliRunner().invoke(main, [*args, "--no-progress", "--retries", "0", *extra], env=env)
+
+
+def _calls(home: Path) -> list[list[str]]:
+    lines = (home / "calls.jsonl").read_text().splitlines() if (home / "calls.jsonl").exists() else []
+    return [json.loads(x) for x in lines]
+
+
+def _verbs(calls: list[list[str]]) -> list[str]:
+    """Each call as its command words (``compute instances create``), flags and names left out."""
+    return [" ".join(a for a in c if not a.startswith("-") and not a.startswith("persistbench-")) for c in calls]
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and ".state" not in p.parts and p.name != "recipes_provenance.json"
+    }
+
+
+def test_gcloud_makes_the_vm_downloads_through_it_and_stops_it(server, sources, tmp_path):
+    local = _download(sources, tmp_path / "local")
+    assert local.exit_code == 0, local.output
+    vm_python = tmp_path / "vm-python"  # the VM's interpreter: logs each job the backend sends it
+    vm_python.write_text(f'#!/bin/sh\necho "$2" >> {tmp_path}/vm-python.log\nexec {sys.executable} "$@"\n')
+    vm_python.chmod(0o755)
+    home, env = _standin(tmp_path, server, python=str(vm_python))
+    user_vm = "persistbench-download-" + os.environ.get("USER", "root").lower()
+
+    first = _download(sources, tmp_path / "vm", "--backend", "gcloud", "--stop-vm-when-done", env=env)
+    assert first.exit_code == 0, first.output
+    assert _tree(tmp_path / "vm" / "ds") == _tree(tmp_path / "local" / "ds")
+    jobs = [x for x in (tmp_path / "vm-python.log").read_text().splitlines() if x.startswith("{")]
+    assert len(jobs) == len(list((tmp_path / "local" / "cache").rglob("*.mp4")))  # every clip came through the VM
+    calls = _calls(home)
+    assert _verbs(calls) == [
+        "auth list",
+        "config get-value project",
+        "config get-value compute/zone",
+        "compute instances describe",
+        "compute instances create",
+        "compute instances get-guest-attributes",  # not ready yet
+        "compute instances get-guest-attributes",
+        "compute ssh",  # --command=true: gcloud propagates the key and records the host key
+        "compute ssh",  # --dry-run: the OpenSSH command line every later command uses
+        "compute instances stop",
+    ]
+    where = [user_vm, "--zone=us-central1-a", "--project=lab-project"]
+    create = calls[4]
+    assert create[:6] == ["compute", "instances", "create", *where]
+    for flag in (
+        "--machine-type=e2-standard-2",
+        "--image-family=debian-12",
+        "--image-project=debian-cloud",
+        "--labels=persistbench=download-worker",
+        "--metadata=enable-guest-attributes=TRUE",
+        "--quiet",
+    ):
+        assert flag in create, flag
+    assert calls[7] == ["compute", "ssh", *where, "--command=true", "--quiet"]
+    assert calls[8] == ["compute", "ssh", *where, "--dry-run", "--quiet"]
+    assert calls[9] == ["compute", "instances", "stop", *where, "--quiet"]
+    script = (home / "startup-script.sh").read_text()
+    assert f"H={spec_hash(remote_spec())}" in script and remote_spec() in script and "python3-venv" in script
+    out = first.output
+    assert f"creating VM {user_vm} (e2-standard-2, zone us-central1-a, project lab-project)" in out
+    assert f"gcloud compute instances delete {user_vm} --zone=us-central1-a --project=lab-project" in out
+    assert "is stopped" in out
+
+    # A new cache: the stopped VM is started, not made again, and stays running (the user is told how to stop it).
+    (home / "calls.jsonl").unlink()
+    again = _download(sources, tmp_path / "vm2", "--backend", "gcloud", "--machine-type", "e2-small", env=env)
+    assert again.exit_code == 0, again.output
+    assert _tree(tmp_path / "vm2" / "ds") == _tree(tmp_path / "local" / "ds")
+    verbs = _verbs(_calls(home))
+    assert "compute instances create" not in verbs and "compute instances stop" not in verbs
+    assert verbs[3:6] == [
+        "compute instances describe",
+        "compute instances start",
+        "compute instances get-guest-attributes",
+    ]
+    assert "is still running and billed" in again.output
+    assert f"gcloud compute instances stop {user_vm} --zone=us-central1-a --project=lab-project" in again.output
+
+    plan = _download(sources, tmp_path / "vm3", "--backend", "gcloud", "--zone", "europe-west4-a", "--dry-run", env=env)
+    assert plan.exit_code == 0 and not (tmp_path / "vm3").exists(), plan.output
+    assert f"on VM {user_vm} (zone europe-west4-a, project lab-project)" in plan.output
+
+    # Everything cached: gcloud is checked, the VM is not touched.
+    (home / "calls.jsonl").unlink()
+    cached = _download(sources, tmp_path / "vm2", "--backend", "gcloud", env=env)
+    assert cached.exit_code == 0, cached.output
+    assert _verbs(_calls(home)) == ["auth list", "config get-value project", "config get-value compute/zone"]
+
+
+def test_gcloud_missing_signed_out_or_without_project_is_one_line_and_nothing_is_written(server, sources, tmp_path):
+    cases = {
+        "missing": ({"PATH": str(tmp_path / "empty")}, "the Google Cloud CLI (gcloud) is not on PATH"),
+        "signed out": (
+            _standin(tmp_path / "a", server, account="")[1],
+            "gcloud is not signed in: run `gcloud auth login`",
+        ),
+        "no project": (_standin(tmp_path / "b", server, project="")[1], "gcloud has no project: pass --project"),
+    }
+    for what, (env, why) in cases.items():
+        out = tmp_path / what.replace(" ", "-")
+        result = _download(sources, out, "--backend", "gcloud", env=env)
+        lines = [x for x in result.output.splitlines() if x.strip()]
+        assert result.exit_code == 1 and len(lines) == 1 and why in lines[0], (what, result.output)
+        assert not (out / "ds").exists() and not (out / "cache").exists(), what
+    assert "compute" not in json.dumps(_calls(tmp_path / "a" / "gcloud-home"))  # nothing made or started
+    for args, why in (
+        (["--backend", "gcloud", "--remote", "me@host"], "--remote is for --backend ssh"),
+        (["--backend", "ssh", "--remote", "me@host", "--vm", "x"], "--vm is for --backend gcloud"),
+        (["--backend", "gcloud", "--vm", "Bad_Name"], "a Compute Engine name"),
+    ):
+        bad = CliRunner().invoke(main, ["download", *args, "--dry-run"])
+        assert bad.exit_code == 2 and why in bad.output, (args, bad.output)
+
+
+def test_doctor_reports_gcloud(server, tmp_path):
+    for config, expected in (
+        (
+            {},
+            "ok       gcloud (download --backend gcloud)  Google Cloud SDK 578.0.0, signed in as researcher@example.org",
+        ),
+        ({"account": ""}, "missing  gcloud (download --backend gcloud)  Google Cloud SDK 578.0.0, nobody signed in"),
+    ):
+        _, env = _standin(tmp_path / str(len(config)), server, **config)
+        result = CliRunner().invoke(main, ["doctor", "--for", "synth"], env=env)
+        assert expected in result.output, result.output
+    result = CliRunner().invoke(main, ["doctor", "--for", "synth"], env={"PATH": str(tmp_path)})
+    assert "missing  gcloud (download --backend gcloud)  not on PATH" in result.output, result.output
+
+
+def test_what_the_startup_script_reports_decides_the_interpreter(server, tmp_path, monkeypatch):
+    home, _ = _standin(tmp_path, server, ready_after=0)
+    vm = Vm("persistbench-download-x", "europe-west4-a", "lab-project")
+    state = {"id": 1, "status": "RUNNING", "labels": {}, "queries": 0}
+    cli = Gcloud(str(home / "bin" / "gcloud"))
+    said: list[str] = []
+    monkeypatch.setenv("GCLOUD_STANDIN", str(home))
+    for pins, expected in (
+        (spec_hash(remote_spec()), sys.executable),  # this machine's pins: the venv it made
+        ("0123456789ab", None),  # other pins (an older run): the SSH backend makes its own venv
+    ):
+        (home / "state.json").write_text(json.dumps({vm.name: {**state, "pins": pins}}))
+        assert ready_python(cli, vm, said.append, wait=True) == expected
+    failed = "failed: E: Unable to locate package python3-venv"
+    (home / "config.json").write_text(json.dumps({**json.loads((home / "config.json").read_text()), "report": failed}))
+    with pytest.raises(GcloudError) as e:
+        ready_python(cli, vm, said.append, wait=True)
+    assert str(e.value).splitlines() == [
+        "persistbench-download-x: its startup script failed (E: Unable to locate package python3-venv); its log: "
+        "gcloud compute instances get-serial-port-output persistbench-download-x --zone=europe-west4-a "
+        "--project=lab-project"
+    ]
+    assert said == []  # ready at the first query: no waiting message
