@@ -4,6 +4,7 @@ a wrong host key and an unreachable host refused before anything is written."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from scripted_host import Scripted, with_urls
 from sshd import MISSING, Sshd, free_port, sshd
 
 from persistbench.cli import main
@@ -110,3 +112,19 @@ def test_a_wrong_host_key_or_an_unreachable_host_is_one_line_and_nothing_is_writ
         assert not (out / "ds").exists() and not (out / "cache").exists(), what
     bad = CliRunner().invoke(main, ["download", "--backend", "ssh", "--dry-run"])
     assert bad.exit_code == 2 and "--backend ssh needs --remote" in bad.output
+
+
+def test_over_ssh_a_rate_limiting_host_slows_down_and_a_refusal_is_one_line(server, sources, tmp_path):
+    recipes, files = sources
+    root = recipes.parent.parent
+    with Scripted(f"{files.url}/http/sources") as host:
+        urls = [f"{host.url}/flaky/2/{{file}}", f"{host.url}/status/403/{{file}}"]
+        result = _download(
+            with_urls(root, tmp_path, urls), tmp_path / "o", *_ssh_args(server), "--remote-python", sys.executable
+        )
+    assert result.exit_code == 1 and "done 1, skipped 0, failed 1" in result.output, result.output
+    assert [code for _, code in host.requests if code == 429] == [429, 429]  # refused twice, then fetched remotely
+    state = json.loads((tmp_path / "o" / "cache" / ".throttle.json").read_text())
+    assert 0 < state["delay"] < 5  # the remote's 429s slowed this machine's run down
+    lines = [x for x in result.output.splitlines() if "HTTP Error 403" in x]
+    assert len(lines) == 1 and "unavailable: forbidden: " in lines[0] and "--cookies or --proxy" in lines[0], lines

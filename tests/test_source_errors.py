@@ -5,13 +5,10 @@ failing its cases."""
 from __future__ import annotations
 
 import json
-import re
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from scripted_host import Scripted, with_urls
 
 from persistbench.cli import main
 from persistbench.io.serve import FileServer
@@ -44,60 +41,6 @@ def test_each_youtube_refusal_has_its_kind_and_fix(kind):
     assert fixes.get(kind, "") in problem.fix
 
 
-class Scripted:
-    """A loopback host: ``/status/<code>/<file>`` answers ``code``; ``/flaky/<n>/<file>`` answers 429 to the
-    first ``n`` requests for it, then redirects to the real file on ``real`` (a Range-honouring server)."""
-
-    def __init__(self, real: str):
-        counts: dict[str, int] = {}
-        self.requests: list[tuple[str, int]] = []
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_HEAD(self):
-                self.do_GET()
-
-            def do_GET(self):
-                m = re.fullmatch(r"/(status|flaky)/(\d+)/(.+)", self.path)
-                if not m:
-                    return self._send(404)
-                if m.group(1) == "status":
-                    return self._send(int(m.group(2)))
-                counts[self.path] = counts.get(self.path, 0) + 1
-                if counts[self.path] <= int(m.group(2)):
-                    return self._send(429, {"Retry-After": "0"})
-                owner.requests.append((self.path, 302))
-                self.send_response(302)
-                self.send_header("Location", f"{real}/{m.group(3)}")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def _send(self, code: int, headers: dict | None = None):
-                owner.requests.append((self.path, code))
-                body = f"status {code}".encode()
-                self.send_response(code)
-                for k, v in (headers or {}).items():
-                    self.send_header(k, v)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(body)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-
-    def __enter__(self):
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 @pytest.fixture(scope="module")
 def hosts(tmp_path_factory):
     root = tmp_path_factory.mktemp("hosts")
@@ -105,18 +48,6 @@ def hosts(tmp_path_factory):
         generate(root / "http", CFG, base_url=f"{real.url}/http/sources")
         with Scripted(f"{real.url}/http/sources") as scripted:
             yield root, scripted
-
-
-def _recipes(root: Path, tmp_path: Path, urls: list[str]) -> Path:
-    lines = (root / "http" / "recipes.jsonl").read_text().splitlines()
-    out = []
-    for line, url in zip(lines, urls, strict=False):
-        obj = json.loads(line)
-        obj["source"]["url"] = url.format(file=obj["source"]["id"] + ".mp4")
-        out.append(json.dumps(obj))
-    path = tmp_path / "recipes.jsonl"
-    path.write_text("\n".join(out) + "\n")
-    return path
 
 
 @pytest.mark.parametrize(
@@ -130,7 +61,7 @@ def _recipes(root: Path, tmp_path: Path, urls: list[str]) -> Path:
 )
 def test_a_refusing_host_gives_each_case_one_line_with_the_fix(hosts, tmp_path, code, kind, fix):
     root, scripted = hosts
-    recipes = _recipes(root, tmp_path, [f"{scripted.url}/status/{code}/{{file}}"])
+    recipes = with_urls(root, tmp_path, [f"{scripted.url}/status/{code}/{{file}}"])
     args = ["download", "--recipes", str(recipes), "--output", str(tmp_path / "ds"), "--cache", str(tmp_path / "c")]
     result = CliRunner().invoke(main, [*args, "--no-progress", "--retries", "0"])
     assert result.exit_code == 1
@@ -140,7 +71,7 @@ def test_a_refusing_host_gives_each_case_one_line_with_the_fix(hosts, tmp_path, 
 
 def test_a_rate_limiting_host_slows_the_run_down_and_every_case_is_rebuilt(hosts, tmp_path):
     root, scripted = hosts
-    recipes = _recipes(root, tmp_path, [f"{scripted.url}/flaky/3/{{file}}", f"{scripted.url}/flaky/2/{{file}}"])
+    recipes = with_urls(root, tmp_path, [f"{scripted.url}/flaky/3/{{file}}", f"{scripted.url}/flaky/2/{{file}}"])
     cache = tmp_path / "cache"
     args = ["download", "--recipes", str(recipes), "--output", str(tmp_path / "ds"), "--cache", str(cache)]
     # --retries 0: other failures would end a case at once; 429s are retried, slower each time
