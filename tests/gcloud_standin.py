@@ -92,7 +92,7 @@ def main(args: list[str]) -> None:
             print(CONFIG["account"])
         return
     if positional[:2] == ["config", "get-value"]:
-        value = CONFIG.get({"project": "project", "compute/zone": "zone"}[positional[2]])
+        value = CONFIG.get({"project": "project", "compute/zone": "zone"}.get(positional[2], "unset"))
         print(value) if value else print("(unset)", file=sys.stderr)
         return
     if positional[0] == "compute":

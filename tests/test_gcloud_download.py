@@ -6,23 +6,28 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from compute_api import ComputeApi
 from sshd import MISSING, sshd
 
 from persistbench.cli import main
 from persistbench.io.gcloud_cli import Gcloud, GcloudError
 from persistbench.io.serve import FileServer
-from persistbench.suites.persistbench.build.gcloud import Vm, ready_python, spec_hash
+from persistbench.suites.persistbench.build.gcloud import Vm, ready_python, spec_hash, startup_script
 from persistbench.suites.persistbench.build.remote import remote_spec
 from persistbench.suites.persistbench.synth import SynthConfig, generate
 
 pytestmark = pytest.mark.skipif(MISSING, reason="openssh-server (.ci/run installs it)")
 CFG = SynthConfig(scenes=2, seed=12, pano_size=(512, 256), view_size=(128, 96), n_frames=16, fps=8.0)
 STANDIN = Path(__file__).with_name("gcloud_standin.py")
+REAL_GCLOUD = shutil.which("gcloud")  # the Google Cloud CLI, when this machine has it
 
 
 @pytest.fixture(scope="module")
@@ -213,3 +218,68 @@ def test_what_the_startup_script_reports_decides_the_interpreter(server, tmp_pat
         "--project=lab-project"
     ]
     assert said == []  # ready at the first query: no waiting message
+
+
+@pytest.mark.skipif(REAL_GCLOUD is None, reason="the Google Cloud CLI is not installed")
+def test_the_real_gcloud_cli_against_a_loopback_compute_api(server, sources, tmp_path):
+    """The real ``gcloud`` runs every command of the backend. Only Google is replaced: a loopback Compute API
+    (tests/compute_api.py) whose new VM "boots" by reporting the startup script's venv, whose project metadata
+    "propagates" the user's key into the loopback sshd, and whose VM address maps port 22 to that sshd."""
+    local = _download(sources, tmp_path / "local")
+    assert local.exit_code == 0, local.output
+    home = tmp_path / "home"
+    (home / "bin").mkdir(parents=True)
+    nat = home / "bin" / "ssh"  # the VM's port 22 is the loopback sshd's port
+    nat.write_text(f'#!/bin/sh\nexec {shutil.which("ssh")} -p {server.port} "$@"\n')
+    nat.chmod(0o755)
+    vm_python = tmp_path / "vm-python"
+    vm_python.write_text(f'#!/bin/sh\necho "$2" >> {tmp_path}/vm-python.log\nexec {sys.executable} "$@"\n')
+    vm_python.chmod(0o755)
+    env = {"CLOUDSDK_CONFIG": str(home / "config"), "HOME": str(home), "PATH": f"{home / 'bin'}:{os.environ['PATH']}"}
+    (home / "token").write_text("a-token\n")
+    with ComputeApi() as api:
+        for key, value in (
+            ("auth/access_token_file", str(home / "token")),
+            ("api_endpoint_overrides/compute", api.base),
+            ("core/project", "lab-project"),
+            ("core/disable_usage_reporting", "true"),
+            ("component_manager/disable_update_check", "true"),
+        ):
+            subprocess.run(
+                [REAL_GCLOUD, "config", "set", key, value], env={**os.environ, **env}, check=True, capture_output=True
+            )
+
+        def boot(vm: dict) -> None:
+            script = next(i["value"] for i in vm["metadata"]["items"] if i["key"] == "startup-script")
+            pins = re.search(r"^H=(\w+)$", script, re.M).group(1)
+            api.guest["persistbench/ready"] = f"ready {pins} {vm_python}"
+
+        def guest_agent(ssh_keys: str) -> None:
+            with open(server.key.parent / "authorized_keys", "a") as keys:
+                keys.writelines(line.split(":", 1)[1] + "\n" for line in ssh_keys.splitlines())
+
+        api.on_insert, api.on_ssh_keys = boot, guest_agent
+        result = _download(
+            sources, tmp_path / "vm", "--backend", "gcloud", "--vm", "pb-test", "--stop-vm-when-done", env=env
+        )
+    assert result.exit_code == 0, result.output
+    assert _tree(tmp_path / "vm" / "ds") == _tree(tmp_path / "local" / "ds")
+    jobs = [x for x in (tmp_path / "vm-python.log").read_text().splitlines() if x.startswith("{")]
+    assert len(jobs) == len(list((tmp_path / "local" / "cache").rglob("*.mp4")))  # every clip came through the VM
+    calls = [(method, path.split("/lab-project/")[-1]) for method, path, _ in api.requests]
+    vm = "zones/us-central1-a/instances/pb-test"
+    assert ("POST", "zones/us-central1-a/instances") in calls and ("POST", "setCommonInstanceMetadata") in calls
+    assert calls.index(("POST", "zones/us-central1-a/instances")) < calls.index(("GET", f"{vm}/getGuestAttributes"))
+    assert calls[-2:][0] == ("POST", f"{vm}/stop")
+    inserted = next(body for method, path, body in api.requests if method == "POST" and path.endswith("/instances"))
+    assert inserted["name"] == "pb-test" and inserted["labels"] == {"persistbench": "download-worker"}
+    assert inserted["machineType"].endswith("/zones/us-central1-a/machineTypes/e2-standard-2")
+    assert inserted["disks"][0]["initializeParams"]["sourceImage"].endswith(
+        "/debian-cloud/zones/-/imageFamilyViews/debian-12"
+    )
+    metadata = {i["key"]: i["value"] for i in inserted["metadata"]["items"]}
+    assert metadata == {"enable-guest-attributes": "TRUE", "startup-script": startup_script(remote_spec())}
+    assert (
+        "is stopped" in result.output
+        and "gcloud compute instances delete pb-test --zone=us-central1-a" in result.output
+    )

@@ -56,8 +56,12 @@ def error_line(stderr: str) -> str:
 
 
 def signed_in(cli: Gcloud) -> str | None:
-    """The CLI's active account (None: nobody is signed in)."""
-    return cli.value("auth", "list", "--filter=status:ACTIVE", "--format=value(account)") or None
+    """Who gcloud acts as: its active account, else the access token file it is configured with (None: neither)."""
+    account = cli.value("auth", "list", "--filter=status:ACTIVE", "--format=value(account)")
+    if account:
+        return account
+    token = cli.value("config", "get-value", "auth/access_token_file")
+    return f"the access token in {token}" if token else None
 
 
 def version(cli: Gcloud) -> str:
