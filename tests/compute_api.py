@@ -7,12 +7,13 @@ from __future__ import annotations
 import base64
 import json
 import re
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlparse
 
+from loopback import LoopbackServer, send_json
 
-class ComputeApi:
+
+class ComputeApi(LoopbackServer):
     def __init__(self):
         self.instances: dict[str, dict] = {}
         self.guest: dict[str, str] = {}  # "namespace/key" -> value, for every instance
@@ -26,14 +27,6 @@ class ComputeApi:
             def log_message(self, *args):
                 pass
 
-            def _send(self, code: int, obj: dict):
-                body = json.dumps(obj).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
             def do_GET(self):
                 self._handle(None)
 
@@ -46,19 +39,10 @@ class ComputeApi:
                 url = urlparse(self.path)
                 api.requests.append((self.command, url.path, body))
                 code, obj = api.answer(self.command, url.path, parse_qs(url.query), body, self.server.base)
-                self._send(code, obj)
+                send_json(self, code, obj)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.base = f"http://127.0.0.1:{self.httpd.server_address[1]}/compute/v1/"
-        self.httpd.base = self.base
-
-    def __enter__(self):
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__init__(Handler)
+        self.base = self.httpd.base = f"{self.url}/compute/v1/"
 
     @staticmethod
     def _missing(what: str) -> tuple[int, dict]:

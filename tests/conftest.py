@@ -199,3 +199,24 @@ def checkpoints(tmp_path_factory) -> dict[str, Path]:
         "clip-vit-b32": root / "clip",
         **({"sam2-package": root / "sam2-package.pt"} if (root / "sam2-package.pt").is_file() else {}),
     }
+
+
+@pytest.fixture(scope="module")
+def sshd_server(tmp_path_factory):
+    """A real OpenSSH server on loopback (tests/sshd.py) for one test module, as the download backends' remote."""
+    from sshd import sshd
+
+    with sshd(tmp_path_factory.mktemp("sshd")) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def served_recipes(tmp_path_factory):
+    """Two small synthetic scenes whose sources a loopback HTTP server serves: (recipes.jsonl, the server)."""
+    from persistbench.io.serve import FileServer
+
+    root = tmp_path_factory.mktemp("sources")
+    config = SynthConfig(scenes=2, seed=11, pano_size=(512, 256), view_size=(128, 96), n_frames=16, fps=8.0)
+    with FileServer(root) as server:
+        generate(root / "http", config, base_url=f"{server.url}/http/sources")
+        yield root / "http" / "recipes.jsonl", server

@@ -7,13 +7,14 @@ Every request is recorded with its Range header.
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import unquote, urlparse
+
+from loopback import send_json
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
@@ -55,12 +56,7 @@ class FakeHub:
         return {"type": "file", "oid": "1" * 40, "size": path.stat().st_size, "path": rel}
 
     def _json(self, h, data, status=HTTPStatus.OK) -> None:
-        body = json.dumps(data).encode()
-        h.send_response(status)
-        h.send_header("Content-Type", "application/json")
-        h.send_header("Content-Length", str(len(body)))
-        h.end_headers()
-        h.wfile.write(body)
+        send_json(h, status, data)
 
     def handle(self, h, method: str) -> None:
         path = unquote(urlparse(h.path).path)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
+from loopback import LoopbackServer
 
-class Scripted:
+
+class Scripted(LoopbackServer):
     """A loopback host: ``/status/<code>/<file>`` answers ``code``; ``/flaky/<n>/<file>`` answers 429 to the
     first ``n`` requests for it, then redirects to the real file on ``real`` (a Range-honouring server)."""
 
@@ -51,16 +52,7 @@ class Scripted:
                 if self.command != "HEAD":
                     self.wfile.write(body)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-
-    def __enter__(self):
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__init__(Handler)
 
 
 def with_urls(root: Path, tmp_path: Path, urls: list[str]) -> Path:

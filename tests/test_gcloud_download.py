@@ -15,51 +15,30 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from compute_api import ComputeApi
-from sshd import MISSING, sshd
+from download_cli import download, tree
+from sshd import MISSING
 
 from persistbench.cli import main
 from persistbench.io.gcloud_cli import Gcloud, GcloudError
-from persistbench.io.serve import FileServer
 from persistbench.suites.persistbench.build.gcloud import Vm, ready_python, spec_hash, startup_script
 from persistbench.suites.persistbench.build.remote import remote_spec
-from persistbench.suites.persistbench.synth import SynthConfig, generate
 
 pytestmark = pytest.mark.skipif(MISSING, reason="openssh-server (.ci/run installs it)")
-CFG = SynthConfig(scenes=2, seed=12, pano_size=(512, 256), view_size=(128, 96), n_frames=16, fps=8.0)
 STANDIN = Path(__file__).with_name("gcloud_standin.py")
 REAL_GCLOUD = shutil.which("gcloud")  # the Google Cloud CLI, when this machine has it
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with sshd(tmp_path_factory.mktemp("sshd")) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def sources(tmp_path_factory):
-    root = tmp_path_factory.mktemp("sources")
-    with FileServer(root) as server:
-        generate(root / "http", CFG, base_url=f"{server.url}/http/sources")
-        yield root / "http" / "recipes.jsonl"
-
-
-def _standin(tmp_path: Path, server, **config) -> tuple[Path, dict]:
+def _standin(tmp_path: Path, sshd_server, **config) -> tuple[Path, dict]:
     """A folder holding the stand-in's config and a ``gcloud`` that runs it; the env that puts it first on PATH."""
     home = tmp_path / "gcloud-home"
     (home / "bin").mkdir(parents=True)
-    ssh = {"user": server.user, "port": server.port, "key": str(server.key)}
+    ssh = {"user": sshd_server.user, "port": sshd_server.port, "key": str(sshd_server.key)}
     settings = {"account": "researcher@example.org", "project": "lab-project", "zone": None, "python": sys.executable}
     (home / "config.json").write_text(json.dumps({**settings, "ready_after": 1, "ssh": ssh, **config}))
     gcloud = home / "bin" / "gcloud"
     gcloud.write_text(f'#!/bin/sh\nexec {sys.executable} {STANDIN} "$@"\n')
     gcloud.chmod(0o755)
     return home, {"PATH": f"{home / 'bin'}:{os.environ['PATH']}", "GCLOUD_STANDIN": str(home)}
-
-
-def _download(recipes: Path, out: Path, *extra: str, env=None):
-    args = ["download", "--recipes", str(recipes), "--output", str(out / "ds"), "--cache", str(out / "cache")]
-    return CliRunner().invoke(main, [*args, "--no-progress", "--retries", "0", *extra], env=env)
 
 
 def _calls(home: Path) -> list[list[str]]:
@@ -72,26 +51,19 @@ def _verbs(calls: list[list[str]]) -> list[str]:
     return [" ".join(a for a in c if not a.startswith("-") and not a.startswith("persistbench-")) for c in calls]
 
 
-def _tree(root: Path) -> dict[str, bytes]:
-    return {
-        p.relative_to(root).as_posix(): p.read_bytes()
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and ".state" not in p.parts and p.name != "recipes_provenance.json"
-    }
-
-
-def test_gcloud_makes_the_vm_downloads_through_it_and_stops_it(server, sources, tmp_path):
-    local = _download(sources, tmp_path / "local")
+def test_gcloud_makes_the_vm_downloads_through_it_and_stops_it(sshd_server, served_recipes, tmp_path):
+    sources, _ = served_recipes
+    local = download(sources, tmp_path / "local")
     assert local.exit_code == 0, local.output
     vm_python = tmp_path / "vm-python"  # the VM's interpreter: logs each job the backend sends it
     vm_python.write_text(f'#!/bin/sh\necho "$2" >> {tmp_path}/vm-python.log\nexec {sys.executable} "$@"\n')
     vm_python.chmod(0o755)
-    home, env = _standin(tmp_path, server, python=str(vm_python))
+    home, env = _standin(tmp_path, sshd_server, python=str(vm_python))
     user_vm = "persistbench-download-" + os.environ.get("USER", "root").lower()
 
-    first = _download(sources, tmp_path / "vm", "--backend", "gcloud", "--stop-vm-when-done", env=env)
+    first = download(sources, tmp_path / "vm", "--backend", "gcloud", "--stop-vm-when-done", env=env)
     assert first.exit_code == 0, first.output
-    assert _tree(tmp_path / "vm" / "ds") == _tree(tmp_path / "local" / "ds")
+    assert tree(tmp_path / "vm" / "ds") == tree(tmp_path / "local" / "ds")
     jobs = [x for x in (tmp_path / "vm-python.log").read_text().splitlines() if x.startswith("{")]
     assert len(jobs) == len(list((tmp_path / "local" / "cache").rglob("*.mp4")))  # every clip came through the VM
     calls = _calls(home)
@@ -131,9 +103,9 @@ def test_gcloud_makes_the_vm_downloads_through_it_and_stops_it(server, sources, 
 
     # A new cache: the stopped VM is started, not made again, and stays running (the user is told how to stop it).
     (home / "calls.jsonl").unlink()
-    again = _download(sources, tmp_path / "vm2", "--backend", "gcloud", "--machine-type", "e2-small", env=env)
+    again = download(sources, tmp_path / "vm2", "--backend", "gcloud", "--machine-type", "e2-small", env=env)
     assert again.exit_code == 0, again.output
-    assert _tree(tmp_path / "vm2" / "ds") == _tree(tmp_path / "local" / "ds")
+    assert tree(tmp_path / "vm2" / "ds") == tree(tmp_path / "local" / "ds")
     verbs = _verbs(_calls(home))
     assert "compute instances create" not in verbs and "compute instances stop" not in verbs
     assert verbs[3:6] == [
@@ -144,29 +116,32 @@ def test_gcloud_makes_the_vm_downloads_through_it_and_stops_it(server, sources, 
     assert "is still running and billed" in again.output
     assert f"gcloud compute instances stop {user_vm} --zone=us-central1-a --project=lab-project" in again.output
 
-    plan = _download(sources, tmp_path / "vm3", "--backend", "gcloud", "--zone", "europe-west4-a", "--dry-run", env=env)
+    plan = download(sources, tmp_path / "vm3", "--backend", "gcloud", "--zone", "europe-west4-a", "--dry-run", env=env)
     assert plan.exit_code == 0 and not (tmp_path / "vm3").exists(), plan.output
     assert f"on VM {user_vm} (zone europe-west4-a, project lab-project)" in plan.output
 
     # Everything cached: gcloud is checked, the VM is not touched.
     (home / "calls.jsonl").unlink()
-    cached = _download(sources, tmp_path / "vm2", "--backend", "gcloud", env=env)
+    cached = download(sources, tmp_path / "vm2", "--backend", "gcloud", env=env)
     assert cached.exit_code == 0, cached.output
     assert _verbs(_calls(home)) == ["auth list", "config get-value project", "config get-value compute/zone"]
 
 
-def test_gcloud_missing_signed_out_or_without_project_is_one_line_and_nothing_is_written(server, sources, tmp_path):
+def test_gcloud_missing_signed_out_or_without_project_is_one_line_and_nothing_is_written(
+    sshd_server, served_recipes, tmp_path
+):
+    sources, _ = served_recipes
     cases = {
         "missing": ({"PATH": str(tmp_path / "empty")}, "the Google Cloud CLI (gcloud) is not on PATH"),
         "signed out": (
-            _standin(tmp_path / "a", server, account="")[1],
+            _standin(tmp_path / "a", sshd_server, account="")[1],
             "gcloud is not signed in: run `gcloud auth login`",
         ),
-        "no project": (_standin(tmp_path / "b", server, project="")[1], "gcloud has no project: pass --project"),
+        "no project": (_standin(tmp_path / "b", sshd_server, project="")[1], "gcloud has no project: pass --project"),
     }
     for what, (env, why) in cases.items():
         out = tmp_path / what.replace(" ", "-")
-        result = _download(sources, out, "--backend", "gcloud", env=env)
+        result = download(sources, out, "--backend", "gcloud", env=env)
         lines = [x for x in result.output.splitlines() if x.strip()]
         assert result.exit_code == 1 and len(lines) == 1 and why in lines[0], (what, result.output)
         assert not (out / "ds").exists() and not (out / "cache").exists(), what
@@ -180,7 +155,7 @@ def test_gcloud_missing_signed_out_or_without_project_is_one_line_and_nothing_is
         assert bad.exit_code == 2 and why in bad.output, (args, bad.output)
 
 
-def test_doctor_reports_gcloud(server, tmp_path):
+def test_doctor_reports_gcloud(sshd_server, tmp_path):
     for config, expected in (
         (
             {},
@@ -188,15 +163,15 @@ def test_doctor_reports_gcloud(server, tmp_path):
         ),
         ({"account": ""}, "missing  gcloud (download --backend gcloud)  Google Cloud SDK 578.0.0, nobody signed in"),
     ):
-        _, env = _standin(tmp_path / str(len(config)), server, **config)
+        _, env = _standin(tmp_path / str(len(config)), sshd_server, **config)
         result = CliRunner().invoke(main, ["doctor", "--for", "synth"], env=env)
         assert expected in result.output, result.output
     result = CliRunner().invoke(main, ["doctor", "--for", "synth"], env={"PATH": str(tmp_path)})
     assert "missing  gcloud (download --backend gcloud)  not on PATH" in result.output, result.output
 
 
-def test_what_the_startup_script_reports_decides_the_interpreter(server, tmp_path, monkeypatch):
-    home, _ = _standin(tmp_path, server, ready_after=0)
+def test_what_the_startup_script_reports_decides_the_interpreter(sshd_server, tmp_path, monkeypatch):
+    home, _ = _standin(tmp_path, sshd_server, ready_after=0)
     vm = Vm("persistbench-download-x", "europe-west4-a", "lab-project")
     state = {"id": 1, "status": "RUNNING", "labels": {}, "queries": 0}
     cli = Gcloud(str(home / "bin" / "gcloud"))
@@ -221,16 +196,17 @@ def test_what_the_startup_script_reports_decides_the_interpreter(server, tmp_pat
 
 
 @pytest.mark.skipif(REAL_GCLOUD is None, reason="the Google Cloud CLI is not installed")
-def test_the_real_gcloud_cli_against_a_loopback_compute_api(server, sources, tmp_path):
+def test_the_real_gcloud_cli_against_a_loopback_compute_api(sshd_server, served_recipes, tmp_path):
     """The real ``gcloud`` runs every command of the backend. Only Google is replaced: a loopback Compute API
     (tests/compute_api.py) whose new VM "boots" by reporting the startup script's venv, whose project metadata
     "propagates" the user's key into the loopback sshd, and whose VM address maps port 22 to that sshd."""
-    local = _download(sources, tmp_path / "local")
+    sources, _ = served_recipes
+    local = download(sources, tmp_path / "local")
     assert local.exit_code == 0, local.output
     home = tmp_path / "home"
     (home / "bin").mkdir(parents=True)
     nat = home / "bin" / "ssh"  # the VM's port 22 is the loopback sshd's port
-    nat.write_text(f'#!/bin/sh\nexec {shutil.which("ssh")} -p {server.port} "$@"\n')
+    nat.write_text(f'#!/bin/sh\nexec {shutil.which("ssh")} -p {sshd_server.port} "$@"\n')
     nat.chmod(0o755)
     vm_python = tmp_path / "vm-python"
     vm_python.write_text(f'#!/bin/sh\necho "$2" >> {tmp_path}/vm-python.log\nexec {sys.executable} "$@"\n')
@@ -255,15 +231,15 @@ def test_the_real_gcloud_cli_against_a_loopback_compute_api(server, sources, tmp
             api.guest["persistbench/ready"] = f"ready {pins} {vm_python}"
 
         def guest_agent(ssh_keys: str) -> None:
-            with open(server.key.parent / "authorized_keys", "a") as keys:
+            with open(sshd_server.key.parent / "authorized_keys", "a") as keys:
                 keys.writelines(line.split(":", 1)[1] + "\n" for line in ssh_keys.splitlines())
 
         api.on_insert, api.on_ssh_keys = boot, guest_agent
-        result = _download(
+        result = download(
             sources, tmp_path / "vm", "--backend", "gcloud", "--vm", "pb-test", "--stop-vm-when-done", env=env
         )
     assert result.exit_code == 0, result.output
-    assert _tree(tmp_path / "vm" / "ds") == _tree(tmp_path / "local" / "ds")
+    assert tree(tmp_path / "vm" / "ds") == tree(tmp_path / "local" / "ds")
     jobs = [x for x in (tmp_path / "vm-python.log").read_text().splitlines() if x.startswith("{")]
     assert len(jobs) == len(list((tmp_path / "local" / "cache").rglob("*.mp4")))  # every clip came through the VM
     calls = [(method, path.split("/lab-project/")[-1]) for method, path, _ in api.requests]

@@ -12,60 +12,41 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from download_cli import download, tree
 from scripted_host import Scripted, with_urls
-from sshd import MISSING, Sshd, free_port, sshd
+from sshd import MISSING, Sshd, free_port
 
 from persistbench.cli import main
-from persistbench.io.serve import FileServer
-from persistbench.suites.persistbench.synth import SynthConfig, generate
+from persistbench.suites.persistbench.build.recipes import load_recipes
+from persistbench.suites.persistbench.build.remote import job_folder
+from persistbench.suites.persistbench.build.sources import SourceOptions, job, needed_range
 
 pytestmark = pytest.mark.skipif(MISSING, reason="openssh-server (.ci/run installs it)")
-CFG = SynthConfig(scenes=2, seed=11, pano_size=(512, 256), view_size=(128, 96), n_frames=16, fps=8.0)
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with sshd(tmp_path_factory.mktemp("sshd")) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def sources(tmp_path_factory):
-    root = tmp_path_factory.mktemp("sources")
-    with FileServer(root) as server:
-        generate(root / "http", CFG, base_url=f"{server.url}/http/sources")
-        yield root / "http" / "recipes.jsonl", server
-
-
-def _download(recipes: Path, out: Path, *extra: str, env=None):
-    args = ["download", "--recipes", str(recipes), "--output", str(out / "ds"), "--cache", str(out / "cache")]
-    return CliRunner().invoke(main, [*args, "--no-progress", "--retries", "0", *extra], env=env)
-
-
-def _ssh_args(server: Sshd) -> list[str]:
+def _ssh_args(sshd_server: Sshd) -> list[str]:
     return [
         "--backend",
         "ssh",
         "--remote",
-        server.remote,
+        sshd_server.remote,
         "--ssh-key",
-        str(server.key),
+        str(sshd_server.key),
         "--known-hosts",
-        str(server.known_hosts),
+        str(sshd_server.known_hosts),
     ]
 
 
-def _tree(root: Path) -> dict[str, bytes]:
-    return {
-        p.relative_to(root).as_posix(): p.read_bytes()
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and ".state" not in p.parts and p.name != "recipes_provenance.json"
-    }
+def _remote_folders(recipes: Path) -> list[Path]:
+    """The remote job folders of ``recipes``' clips that still exist (the loopback remote's home is this one's)."""
+    opts = SourceOptions(cache=recipes.parent)
+    jobs = [job(r, opts, "", *needed_range(r, opts.pad)) for r in load_recipes(recipes)]
+    return [Path.home() / job_folder(j) for j in jobs if (Path.home() / job_folder(j)).exists()]
 
 
-def test_ssh_gives_the_local_dataset_and_a_cut_transfer_resumes(server, sources, tmp_path):
-    recipes, files = sources
-    local = _download(recipes, tmp_path / "local")
+def test_ssh_gives_the_local_dataset_and_a_cut_transfer_resumes(sshd_server, served_recipes, tmp_path):
+    recipes, files = served_recipes
+    local = download(recipes, tmp_path / "local")
     assert local.exit_code == 0, local.output
 
     # the first run's ssh cuts the first clip transfer off half way (exit 255, as a dropped connection)
@@ -79,34 +60,38 @@ def test_ssh_gives_the_local_dataset_and_a_cut_transfer_resumes(server, sources,
         f'exec {real} "$@"\n'
     )
     wrapper.chmod(0o755)
-    args = [*_ssh_args(server), "--remote-python", sys.executable]
+    args = [*_ssh_args(sshd_server), "--remote-python", sys.executable]
     env = {"PATH": f"{wrapper.parent}:{os.environ['PATH']}"}
-    cut = _download(recipes, tmp_path / "ssh", *args, env=env)
+    cut = download(recipes, tmp_path / "ssh", *args, env=env)
     assert cut.exit_code == 1 and "failed 1" in cut.output, cut.output
     cache = tmp_path / "ssh" / "cache"
     assert not [p for p in cache.rglob("*") if p.name.startswith(".tmp")], "nothing partial in the cache"
     fetched = len(files.requests)
-    again = _download(recipes, tmp_path / "ssh", *args, env=env)  # the wrapper now passes everything through
+    again = download(recipes, tmp_path / "ssh", *args, env=env)  # the wrapper now passes everything through
     assert again.exit_code == 0, again.output
     assert len(files.requests) == fetched  # the cut clip came from the remote copy, not the source again
-    assert _tree(tmp_path / "ssh" / "ds") == _tree(tmp_path / "local" / "ds")
-    remote_clips = Path.home() / ".cache" / "persistbench-remote" / "clips"
-    assert not remote_clips.exists() or not any(remote_clips.iterdir())  # fetched clips are removed there
+    assert tree(tmp_path / "ssh" / "ds") == tree(tmp_path / "local" / "ds")
+    assert not _remote_folders(recipes)  # fetched clips are removed there
 
 
-def test_a_wrong_host_key_or_an_unreachable_host_is_one_line_and_nothing_is_written(server, sources, tmp_path):
-    recipes, _ = sources
-    base = ["--backend", "ssh", "--ssh-key", str(server.key), "--remote-python", sys.executable]
+def test_a_wrong_host_key_or_an_unreachable_host_is_one_line_and_nothing_is_written(
+    sshd_server, served_recipes, tmp_path
+):
+    recipes, _ = served_recipes
+    base = ["--backend", "ssh", "--ssh-key", str(sshd_server.key), "--remote-python", sys.executable]
     cases = {
-        "wrong key": ([*base, "--remote", server.remote, "--known-hosts", str(server.wrong_known_hosts)], "host key"),
+        "wrong key": (
+            [*base, "--remote", sshd_server.remote, "--known-hosts", str(sshd_server.wrong_known_hosts)],
+            "host key",
+        ),
         "unreachable": (
-            [*base, "--remote", f"nobody@127.0.0.1:{free_port()}", "--known-hosts", str(server.known_hosts)],
+            [*base, "--remote", f"nobody@127.0.0.1:{free_port()}", "--known-hosts", str(sshd_server.known_hosts)],
             "unreachable (Connection refused)",
         ),
     }
     for what, (args, why) in cases.items():
         out = tmp_path / what.replace(" ", "-")
-        result = _download(recipes, out, *args)
+        result = download(recipes, out, *args)
         lines = [x for x in result.output.splitlines() if x.strip()]
         assert result.exit_code == 1 and len(lines) == 1 and why in lines[0], (what, result.output)
         assert not (out / "ds").exists() and not (out / "cache").exists(), what
@@ -114,17 +99,17 @@ def test_a_wrong_host_key_or_an_unreachable_host_is_one_line_and_nothing_is_writ
     assert bad.exit_code == 2 and "--backend ssh needs --remote" in bad.output
 
 
-def test_over_ssh_a_rate_limiting_host_slows_down_and_a_refusal_is_one_line(server, sources, tmp_path):
-    recipes, files = sources
+def test_over_ssh_a_rate_limiting_host_slows_down_and_a_refusal_is_one_line(sshd_server, served_recipes, tmp_path):
+    recipes, files = served_recipes
     root = recipes.parent.parent
     with Scripted(f"{files.url}/http/sources") as host:
         urls = [f"{host.url}/flaky/2/{{file}}", f"{host.url}/status/403/{{file}}"]
-        result = _download(
-            with_urls(root, tmp_path, urls), tmp_path / "o", *_ssh_args(server), "--remote-python", sys.executable
-        )
+        recipes = with_urls(root, tmp_path, urls)
+        result = download(recipes, tmp_path / "o", *_ssh_args(sshd_server), "--remote-python", sys.executable)
     assert result.exit_code == 1 and "done 1, skipped 0, failed 1" in result.output, result.output
     assert [code for _, code in host.requests if code == 429] == [429, 429]  # refused twice, then fetched remotely
     state = json.loads((tmp_path / "o" / "cache" / ".throttle.json").read_text())
     assert 0 < state["delay"] < 5  # the remote's 429s slowed this machine's run down
+    assert not _remote_folders(recipes)  # nor does a failed download leave anything there
     lines = [x for x in result.output.splitlines() if "HTTP Error 403" in x]
     assert len(lines) == 1 and "unavailable: forbidden: " in lines[0] and "--cookies or --proxy" in lines[0], lines

@@ -180,8 +180,7 @@ class SshHost:
         with yt-dlp's message (``.message``) when the download failed there."""
         from persistbench.io import ytdl_job
 
-        key = hashlib.sha256(json.dumps({k: job[k] for k in ("url", "format", "range")}, sort_keys=True).encode())
-        folder = f"{REMOTE_HOME}/clips/{key.hexdigest()[:24]}"
+        folder = job_folder(job)
         job = {**job, "outtmpl": f"~/{folder}/clip.%(ext)s", "result": f"~/{folder}/result.json"}
         q = shlex.quote
         self.run(f"mkdir -p {q(folder)} && chmod 700 {q(folder)}", timeout=120)
@@ -196,6 +195,7 @@ class SshHost:
             if cookies:
                 self.run(f"rm -f {q(folder)}/cookies.txt", timeout=120)
         if not result.get("ok"):
+            self.forget(folder)
             raise RemoteDownloadFailed(str(result.get("message", "no message")))
         remote_path = result["path"]
         local = local_dir / ("clip" + Path(remote_path).suffix)
@@ -214,6 +214,12 @@ class SshHost:
     def forget(self, folder: str) -> None:
         """Remove a job's remote folder once its clip is safe here."""
         self.run(f"rm -rf {shlex.quote(folder)}", timeout=120)
+
+
+def job_folder(job: dict) -> str:
+    """The remote folder of ``job`` (relative to the remote home): one per URL, format and range."""
+    key = hashlib.sha256(json.dumps({k: job[k] for k in ("url", "format", "range")}, sort_keys=True).encode())
+    return f"{REMOTE_HOME}/clips/{key.hexdigest()[:24]}"
 
 
 class RemoteDownloadFailed(PersistbenchError):
