@@ -5,9 +5,14 @@ failing its cases."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from fake_youtube import REFUSALS, FakeYouTube, deno
 from scripted_host import Scripted, with_urls
 
 from persistbench.cli import main
@@ -15,6 +20,7 @@ from persistbench.io.serve import FileServer
 from persistbench.suites.persistbench.build.source_errors import explain
 from persistbench.suites.persistbench.synth import SynthConfig, generate
 
+ROOT = Path(__file__).resolve().parents[1]
 CFG = SynthConfig(scenes=2, seed=7, pano_size=(512, 256), view_size=(128, 96), n_frames=16, fps=8.0)
 
 # yt-dlp's own words for what YouTube answers (its extractor's messages, as a user sees them)
@@ -26,8 +32,7 @@ MESSAGES = {
     "age_restricted": "[youtube] abc: Sign in to confirm your age. This video may be inappropriate for some users.",
     "private": "[youtube] abc: Private video. Sign in if you've been granted access to this video",
     "removed": "[youtube] abc: Video unavailable. This video has been removed by the uploader",
-    "geo_blocked": "[youtube] abc: The uploader has not made this video available in your country. This video is not "
-    "available from your location due to geo restriction",
+    "geo_blocked": "[youtube] abc: The uploader has not made this video available in your country",
 }
 
 
@@ -96,6 +101,45 @@ def test_rate_limit_and_sleep_interval_reach_yt_dlp(hosts, tmp_path):
     assert params["ratelimit"] == 2 * 1024 * 1024 and params["sleep_interval"] == 1.5
     bad = CliRunner().invoke(main, ["download", "--rate-limit", "fast", "--dry-run"])
     assert bad.exit_code == 2 and "a rate in bytes a second" in bad.output
+
+
+@pytest.mark.parametrize("backend", ["local", "ssh"])
+def test_youtubes_refusals_through_yt_dlps_youtube_extractor(hosts, sshd_server, tmp_path, backend):
+    """Real yt-dlp, its YouTube extractor and our --proxy, against YouTube played on loopback (tests/fake_youtube.py):
+    each refusal fails its case with one line naming the kind and the fix, here and on an SSH remote."""
+    runtime = deno(ROOT / ".ci" / "wheels", tmp_path / "bin")
+    if runtime is None:
+        pytest.skip("the deno wheel (.ci/run downloads it into .ci/wheels)")
+    root, _ = hosts
+    base = json.loads((root / "http" / "recipes.jsonl").read_text().splitlines()[0])
+    recipes = tmp_path / "youtube.jsonl"
+    with open(recipes, "w") as f:
+        for video in REFUSALS:
+            source = {**base["source"], "id": video, "url": f"https://www.youtube.com/watch?v={video}"}
+            case = f"Synth_{video}_0_obj_{base['case_id'].rsplit('_obj_', 1)[1]}"
+            f.write(json.dumps({**base, "case_id": case, "source": source}) + "\n")
+    with FakeYouTube(tmp_path.parent / "fake-youtube") as youtube:
+        env = {**os.environ, "PYTHONPATH": str(youtube.pythonpath), "PATH": f"{runtime.parent}:{os.environ['PATH']}"}
+        args = ["--recipes", str(recipes), "--output", str(tmp_path / "ds"), "--cache", str(tmp_path / "cache")]
+        args += ["--proxy", youtube.url, "--retries", "0", "--no-progress"]
+        if backend == "ssh":  # the remote interpreter trusts the test CA and finds deno beside it
+            python = tmp_path / "bin" / "python"
+            python.write_text(f'#!/bin/sh\nPATH={runtime.parent}:$PATH PYTHONPATH={youtube.pythonpath} exec {sys.executable} "$@"\n')
+            python.chmod(0o755)
+            args += ["--backend", "ssh", "--remote", sshd_server.remote, "--ssh-key", str(sshd_server.key)]
+            args += ["--known-hosts", str(sshd_server.known_hosts), "--remote-python", str(python)]
+        done = subprocess.run(
+            [sys.executable, "-m", "persistbench", "download", *args], env=env, capture_output=True, text=True
+        )
+    output = done.stdout + done.stderr
+    assert done.returncode == 1 and f"done 0, skipped 0, failed {len(REFUSALS)}" in output, output
+    kinds = {"botcheck000": ("bot check", "--cookies"), "agegated000": ("age restricted", "--cookies")}
+    kinds |= {"private0000": ("private", ""), "removed0000": ("removed", "the source is gone")}
+    kinds["geoblocked0"] = ("geo blocked", "--proxy")
+    for video, (kind, fix) in kinds.items():
+        lines = [x for x in output.splitlines() if f"watch?v={video}" in x]
+        assert len(lines) == 1 and f"unavailable: {kind}: [youtube] {video}: " in lines[0] and fix in lines[0], lines
+    assert ("POST", "/youtubei/v1/player?prettyPrint=false") in youtube.requests  # InnerTube was asked too
 
 
 def test_doctor_says_when_yt_dlp_is_too_old():

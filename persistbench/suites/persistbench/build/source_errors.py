@@ -54,7 +54,7 @@ KINDS: tuple[tuple[re.Pattern, SourceProblem], ...] = tuple(
             "only its owner can make it public again; the case cannot be rebuilt",
         ),
         (
-            r"not available (?:from|in) your (?:location|country)|geo.?restrict|HTTP Error 451",
+            r"available (?:from|in) your (?:location|country)|geo.?restrict|HTTP Error 451",
             "geo_blocked",
             True,
             "download from a country where it is available: --proxy URL, or another machine and --sources-dir",
