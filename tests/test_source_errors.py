@@ -124,7 +124,9 @@ def test_youtubes_refusals_through_yt_dlps_youtube_extractor(hosts, sshd_server,
         args += ["--proxy", youtube.url, "--retries", "0", "--no-progress"]
         if backend == "ssh":  # the remote interpreter trusts the test CA and finds deno beside it
             python = tmp_path / "bin" / "python"
-            python.write_text(f'#!/bin/sh\nPATH={runtime.parent}:$PATH PYTHONPATH={youtube.pythonpath} exec {sys.executable} "$@"\n')
+            python.write_text(
+                f'#!/bin/sh\nPATH={runtime.parent}:$PATH PYTHONPATH={youtube.pythonpath} exec {sys.executable} "$@"\n'
+            )
             python.chmod(0o755)
             args += ["--backend", "ssh", "--remote", sshd_server.remote, "--ssh-key", str(sshd_server.key)]
             args += ["--known-hosts", str(sshd_server.known_hosts), "--remote-python", str(python)]
