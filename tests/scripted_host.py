@@ -12,7 +12,8 @@ from loopback import LoopbackServer
 
 class Scripted(LoopbackServer):
     """A loopback host: ``/status/<code>/<file>`` answers ``code``; ``/flaky/<n>/<file>`` answers 429 to the
-    first ``n`` requests for it, then redirects to the real file on ``real`` (a Range-honouring server)."""
+    first ``n`` requests for it; ``/signed/<token>/<file>`` answers 403 unless the request carries the cookie
+    ``session=<token>``. Otherwise they redirect to the real file on ``real`` (a Range-honouring server)."""
 
     def __init__(self, real: str):
         counts: dict[str, int] = {}
@@ -27,14 +28,18 @@ class Scripted(LoopbackServer):
                 self.do_GET()
 
             def do_GET(self):
-                m = re.fullmatch(r"/(status|flaky)/(\d+)/(.+)", self.path)
+                m = re.fullmatch(r"/(status|flaky|signed)/(\w+)/(.+)", self.path)
                 if not m:
                     return self._send(404)
                 if m.group(1) == "status":
                     return self._send(int(m.group(2)))
-                counts[self.path] = counts.get(self.path, 0) + 1
-                if counts[self.path] <= int(m.group(2)):
-                    return self._send(429, {"Retry-After": "0"})
+                if m.group(1) == "signed":
+                    if f"session={m.group(2)}" not in (self.headers.get("Cookie") or ""):
+                        return self._send(403)
+                else:
+                    counts[self.path] = counts.get(self.path, 0) + 1
+                    if counts[self.path] <= int(m.group(2)):
+                        return self._send(429, {"Retry-After": "0"})
                 owner.requests.append((self.path, 302))
                 self.send_response(302)
                 self.send_header("Location", f"{real}/{m.group(3)}")

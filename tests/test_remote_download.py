@@ -113,3 +113,21 @@ def test_over_ssh_a_rate_limiting_host_slows_down_and_a_refusal_is_one_line(sshd
     assert not _remote_folders(recipes)  # nor does a failed download leave anything there
     lines = [x for x in result.output.splitlines() if "HTTP Error 403" in x]
     assert len(lines) == 1 and "unavailable: forbidden: " in lines[0] and "--cookies or --proxy" in lines[0], lines
+
+
+def test_over_ssh_cookies_reach_yt_dlp_there_and_are_removed_after(sshd_server, served_recipes, tmp_path):
+    recipes, files = served_recipes
+    root = recipes.parent.parent
+    cookies = tmp_path / "cookies.txt"
+    cookies.write_text("# Netscape HTTP Cookie File\n127.0.0.1\tFALSE\t/\tFALSE\t0\tsession\ts3cr3t\n")
+    args = [*_ssh_args(sshd_server), "--remote-python", sys.executable]
+    with Scripted(f"{files.url}/http/sources") as host:
+        signed = with_urls(root, tmp_path, [f"{host.url}/signed/s3cr3t/{{file}}"])
+        refused = download(signed, tmp_path / "without", *args)
+        result = download(signed, tmp_path / "with", *args, "--cookies", str(cookies))
+    assert refused.exit_code == 1 and "unavailable: forbidden" in refused.output, refused.output
+    assert result.exit_code == 0 and "done 1, skipped 0, failed 0" in result.output, result.output
+    assert any(p.startswith("/signed/s3cr3t/") and code == 302 for p, code in host.requests)  # sent there
+    assert not _remote_folders(signed)  # the job folder, and the cookies in it, are gone from the remote
+    ds = tmp_path / "with" / "ds"
+    assert not [p for p in ds.rglob("*") if p.is_file() and b"s3cr3t" in p.read_bytes()]  # nor in the outputs

@@ -183,13 +183,15 @@ class SshHost:
         folder = job_folder(job)
         job = {**job, "outtmpl": f"~/{folder}/clip.%(ext)s", "result": f"~/{folder}/result.json"}
         q = shlex.quote
-        self.run(f"mkdir -p {q(folder)} && chmod 700 {q(folder)}", timeout=120)
+        make = f"mkdir -p {q(folder)} && chmod 700 {q(folder)}"  # in the job's own command: one round trip less
         if cookies:
-            self.run(f"umask 077 && cat > {q(folder)}/cookies.txt", data=Path(cookies).read_bytes(), timeout=300)
+            upload = f"{make} && umask 077 && cat > {q(folder)}/cookies.txt"
+            self.run(upload, data=Path(cookies).read_bytes(), timeout=300)
             job["cookies"] = f"~/{folder}/cookies.txt"
         try:
             py = q(self.python())
-            command = f"if [ -s {q(folder)}/result.json ]; then cat {q(folder)}/result.json; else {py} - {q(json.dumps(job))}; fi"
+            done = f"[ -s {q(folder)}/result.json ]"
+            command = f"{make} && if {done}; then cat {q(folder)}/result.json; else {py} - {q(json.dumps(job))}; fi"
             result = json.loads(self.run(command, data=Path(ytdl_job.__file__).read_bytes()).decode().splitlines()[-1])
         finally:
             if cookies:
