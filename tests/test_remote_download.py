@@ -105,7 +105,8 @@ def test_over_ssh_a_rate_limiting_host_slows_down_and_a_refusal_is_one_line(sshd
     with Scripted(f"{files.url}/http/sources") as host:
         urls = [f"{host.url}/flaky/2/{{file}}", f"{host.url}/status/403/{{file}}"]
         recipes = with_urls(root, tmp_path, urls)
-        result = download(recipes, tmp_path / "o", *_ssh_args(sshd_server), "--remote-python", sys.executable)
+        args = [*_ssh_args(sshd_server), "--remote-python", sys.executable, "--workers", "2"]  # one master connection
+        result = download(recipes, tmp_path / "o", *args)
     assert result.exit_code == 1 and "done 1, skipped 0, failed 1" in result.output, result.output
     assert [code for _, code in host.requests if code == 429] == [429, 429]  # refused twice, then fetched remotely
     state = json.loads((tmp_path / "o" / "cache" / ".throttle.json").read_text())
