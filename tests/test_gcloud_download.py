@@ -20,8 +20,8 @@ from sshd import MISSING
 
 from persistbench.cli import main
 from persistbench.io.gcloud_cli import Gcloud, GcloudError
-from persistbench.suites.persistbench.build.gcloud import Vm, ready_python, spec_hash, startup_script
-from persistbench.suites.persistbench.build.remote import remote_spec
+from persistbench.suites.persistbench.build.gcloud import Vm, ready_python, startup_script
+from persistbench.suites.persistbench.build.remote import remote_spec, spec_hash
 
 pytestmark = pytest.mark.skipif(MISSING, reason="openssh-server (.ci/run installs it)")
 STANDIN = Path(__file__).with_name("gcloud_standin.py")

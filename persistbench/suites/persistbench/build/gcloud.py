@@ -23,7 +23,6 @@ arguments and answers as the CLI does (formats read from the Cloud SDK's source)
 from __future__ import annotations
 
 import getpass
-import hashlib
 import json
 import re
 import shlex
@@ -37,11 +36,11 @@ from pathlib import Path
 
 from persistbench.core.errors import UsageError
 from persistbench.io.gcloud_cli import Gcloud, GcloudError, error_line, signed_in
-from persistbench.suites.persistbench.build.remote import SshTarget, remote_spec
+from persistbench.suites.persistbench.build.remote import SshTarget, remote_spec, spec_hash
 
 DEFAULT_ZONE = "us-central1-a"
 DEFAULT_MACHINE_TYPE = "e2-standard-2"
-LABEL = "persistbench=download-worker"
+LABEL = ("persistbench", "download-worker")  # the label (key, value) of the VMs this backend makes
 READY = "persistbench/ready"  # the guest attribute the startup script sets: the venv's python, or "failed: ..."
 VM_ROOT = "/opt/persistbench"
 READY_TIMEOUT_S = 900.0
@@ -127,11 +126,6 @@ report "ready $H $V/bin/python"
 """
 
 
-def spec_hash(spec: str) -> str:
-    """The short hash that names the venv of ``spec`` (a new venv when the pins change)."""
-    return hashlib.sha256(spec.encode()).hexdigest()[:12]
-
-
 def status(cli: Gcloud, vm: Vm) -> tuple[str | None, dict]:
     """The VM's state (``RUNNING``, ``TERMINATED``, ...; None: no such VM) and its labels."""
     done = cli.run("compute", "instances", "describe", *vm.where(), "--format=json", check=False, timeout=120)
@@ -158,7 +152,7 @@ def provision(cli: Gcloud, vm: Vm, machine_type: str, say: Callable[[str], None]
         say(f"VM {vm.name} is {state}; waiting")
         time.sleep(POLL_S)
         state, labels = status(cli, vm)
-    ours = labels.get(LABEL.split("=")[0]) == LABEL.split("=")[1]
+    ours = labels.get(LABEL[0]) == LABEL[1]
     if state is None:
         say(f"creating VM {vm.name} ({machine_type}, zone {vm.zone}, project {vm.project})")
         with tempfile.TemporaryDirectory(prefix="pb-gcloud-") as scratch:
@@ -172,7 +166,7 @@ def provision(cli: Gcloud, vm: Vm, machine_type: str, say: Callable[[str], None]
                 f"--machine-type={machine_type}",
                 "--image-family=debian-12",
                 "--image-project=debian-cloud",
-                f"--labels={LABEL}",
+                f"--labels={LABEL[0]}={LABEL[1]}",
                 "--metadata=enable-guest-attributes=TRUE",
                 f"--metadata-from-file=startup-script={script}",
                 "--format=json",

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from persistbench.core.errors import PersistbenchError, UsageError
+from persistbench.io.ytdl_job import VIDEO_SUFFIXES
 
 REMOTE_HOME = ".cache/persistbench-remote"
 DENO = "2.9.8"  # PyPI's deno wheel puts the binary in the venv's bin/, where yt-dlp's job finds it
@@ -87,6 +88,11 @@ class SshOptions:
             argv += ["-o", f"UserKnownHostsFile={self.known_hosts}"]
         argv.append(f"{m.group('user')}@{host}" if m.group("user") else host)
         return SshTarget(self.remote, tuple(argv), self.python)
+
+
+def spec_hash(spec: str) -> str:
+    """The short hash that names a venv made for ``spec`` (a new venv when the pins change)."""
+    return hashlib.sha256(spec.encode()).hexdigest()[:12]
 
 
 def remote_spec() -> str:
@@ -153,7 +159,7 @@ class SshHost:
             self._python = self.target.python
             return self._python
         spec = remote_spec()
-        venv = f"$HOME/{REMOTE_HOME}/venv-{hashlib.sha256(spec.encode()).hexdigest()[:12]}"
+        venv = f"$HOME/{REMOTE_HOME}/venv-{spec_hash(spec)}"
         script = (
             f'V="{venv}"; if [ ! -x "$V/bin/python" ] || ! "$V/bin/python" -c {shlex.quote(check)} 2>/dev/null; then '
             f'python3 -m venv "$V" && "$V/bin/pip" install -q {spec} >&2; fi && echo "$V/bin/python"'
@@ -200,6 +206,8 @@ class SshHost:
             self.forget(folder)
             raise RemoteDownloadFailed(str(result.get("message", "no message")))
         remote_path = result["path"]
+        if Path(remote_path).suffix not in VIDEO_SUFFIXES:  # the remote's answer is not trusted to name files here
+            raise PersistbenchError(f"{self.target.label}: the download there is not a video file: {remote_path!r}")
         local = local_dir / ("clip" + Path(remote_path).suffix)
         with open(local, "wb") as out:
             self.run(f"cat {q(remote_path)}", out=out)
