@@ -19,8 +19,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from persistbench.core.errors import PersistbenchError
+from persistbench.core.layout import STUDY_STORE
 
-STORE = "arena.sqlite"
+STORE = STUDY_STORE
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS study (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS raters (name TEXT PRIMARY KEY, token TEXT UNIQUE NOT NULL, created TEXT NOT NULL);

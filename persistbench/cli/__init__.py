@@ -46,7 +46,7 @@ class Main(ErrorTable):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(self._table())
 
-    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+    def find(self, name: str) -> click.Command | None:
         spec = self._table().get(name)
         return None if spec is None else _load(spec)
 

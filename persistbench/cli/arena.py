@@ -67,8 +67,10 @@ def arena(
     from persistbench.arena import results
     from persistbench.arena.store import Store
     from persistbench.arena.study import open_study
+    from persistbench.core.outputs import STUDY, check_output
 
     if runs:
+        check_output(output, inputs=[("run", r) for r in runs], accepts=(STUDY,))
         study = open_study(list(runs), question, reference)
         store = Store.create(output, study.describe())
     else:

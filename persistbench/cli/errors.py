@@ -54,8 +54,27 @@ def translate(e: Exception, ctx: click.Context) -> click.ClickException | None:
     return None
 
 
+class CommandContext(click.Context):
+    """A command's context that leaves itself in the shared ``meta``, so that a usage error raised in the
+    command shows the command's usage line, not the group's."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.meta[CommandContext] = self
+
+
 class ErrorTable(click.Group):
     """A group whose commands' errors go through :func:`translate`."""
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        command = self.find(name)
+        if command is not None:
+            command.context_class = CommandContext
+        return command
+
+    def find(self, name: str) -> click.Command | None:
+        """The command called ``name``, or None."""
+        raise NotImplementedError
 
     def invoke(self, ctx: click.Context):
         try:
@@ -63,7 +82,7 @@ class ErrorTable(click.Group):
         except click.ClickException:
             raise
         except Exception as e:
-            translated = translate(e, ctx)
+            translated = translate(e, ctx.meta.get(CommandContext, ctx))
             if translated is None:
                 raise
             raise translated from None

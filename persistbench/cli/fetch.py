@@ -69,6 +69,7 @@ def fetch(
     """
     from pathlib import Path
 
+    from persistbench.core.outputs import check_output, dataset_of
     from persistbench.core.suites import suite_class
     from persistbench.io.files import check_writable
 
@@ -76,6 +77,7 @@ def fetch(
         raise click.UsageError("--from takes the files from a directory; --repo/--revision name a Hub repository")
     name = suite or "persistbench"
     options = suite_options(ctx, name, "fetch", suite_option)
+    check_output(output, inputs=[("distribution", from_dir)], accepts=(dataset_of(name),))
     check_writable(output)
     cls = suite_class(name)
     if isinstance(from_dir, str) and not cls.remote:

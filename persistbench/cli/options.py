@@ -70,23 +70,16 @@ def json_file_option(name: str, dest: str, help: str):
 def dataset_option(
     required: bool = True, help: str = "Dataset root (WROP: a folder, http(s):// URL or hf://datasets/<repo>[@rev])."
 ):
-    return click.option("--dataset", required=required, default=None, callback=_dataset_root, help=help)
+    # click ignores required=True when default=None is passed explicitly: pass no default at all.
+    return click.option("--dataset", required=required, callback=_dataset_root, help=help)
 
 
 def output_option(help: str, default: str | None = None, file: bool = False):
     """``--output`` (alias ``--out``): where a command writes; a folder unless ``file``."""
     kind = click.Path(dir_okay=False) if file else click.Path(file_okay=False)
-    required = default is None
-    return click.option(
-        "--output",
-        "--out",
-        "output",
-        required=required,
-        default=default,
-        show_default=not required,
-        type=kind,
-        help=help,
-    )
+    if default is None:  # no default= at all: click ignores required=True beside an explicit None
+        return click.option("--output", "--out", "-o", "output", required=True, type=kind, help=help)
+    return click.option("--output", "--out", "-o", "output", default=default, show_default=True, type=kind, help=help)
 
 
 def _number(name: str, kind: click.ParamType, default: float, help: str):

@@ -28,8 +28,10 @@ def report(runs, output, protocol, arena) -> None:
     """
     from pathlib import Path
 
+    from persistbench.core.outputs import check_output_file
     from persistbench.core.report import build_report
     from persistbench.io.files import check_writable
 
+    check_output_file(output, ".html")
     check_writable(Path(output).absolute().parent)
     click.echo(f"report: {build_report(list(runs), output, protocol, progress=True, arena=arena)}")

@@ -32,8 +32,10 @@ def synth(ctx: click.Context, output, config_file, suite, suite_option) -> None:
     """
     from pathlib import Path
 
+    from persistbench.core.outputs import SYNTHETIC, check_output
     from persistbench.core.suites import suite_class
 
     name = suite or "persistbench"
     given = suite_options(ctx, name, "synth", suite_option)
+    check_output(output, accepts=(SYNTHETIC,))
     click.echo(suite_class(name).synthesize(Path(output), config_file, given))

@@ -36,7 +36,10 @@ def demo(
 
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise PersistbenchError(f"{out}: exists and is not empty; the demo writes into a new directory")
+        done = " (a finished demo: open its report.html)" if (out / "report.html").is_file() else ""
+        raise PersistbenchError(
+            f"{out}: exists and is not empty{done}; to run the demo again, pass --output {out.name}-2 or remove {out}"
+        )
     start = time.perf_counter()
 
     def step(text: str) -> None:

@@ -21,6 +21,7 @@ import numpy as np
 from persistbench import __version__
 from persistbench.core.errors import PersistbenchError, UsageError
 from persistbench.core.layout import STATE_DIR, RunLayout
+from persistbench.core.outputs import RUN, check_output
 from persistbench.core.runs import RunRecord, case_complete, read_run_info
 from persistbench.core.suite import CaseRef, Request, Suite
 from persistbench.core.suites import open_suite
@@ -300,6 +301,7 @@ def infer(
             f"{', '.join(sorted({c.subset for c in everything}))}"
         )
     cases = selection.apply(everything, lambda c: c.subset)
+    check_output(opts.output, inputs=[("dataset", opts.dataset)], accepts=(RUN,))
     check_writable(opts.output)
     start_run(opts, resume or (selection.shard is not None and not overwrite), overwrite)
     run = RunLayout(opts.output)

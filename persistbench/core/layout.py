@@ -24,6 +24,8 @@ MASKS_DIR = "masks"
 SUITE_FETCH_JSON = (
     "persistbench_fetch.json"  # what fetch took (repository, revision, commit, files), in a suite's own tree
 )
+SYNTH_RECORD = "synth.json"  # what every suite's synth writes beside its data: the configuration
+STUDY_STORE = "arena.sqlite"  # an arena study's votes, in the study folder
 PREDICTION_VIDEO = "gen.mp4"  # R2M-Bench's name for a generated video, <root>/<T>/<id>/gen.mp4
 
 
@@ -82,8 +84,13 @@ class RunLayout:
         """Per-case logs of external (``cmd:``) models: ``logs/<case_id>.log``."""
         return self.root / "logs"
 
+    @property
+    def scores_root(self) -> Path:
+        """Every protocol's scores: ``scores/<protocol>/``."""
+        return self.root / "scores"
+
     def scores_dir(self, protocol: str) -> Path:
-        return child(self.root, "scores", protocol)
+        return child(self.scores_root, protocol)
 
     def scores_state_dir(self, protocol: str) -> Path:
         """Locks and done records of ``score`` under one protocol."""

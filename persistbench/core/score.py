@@ -21,6 +21,7 @@ from persistbench.backends import BackendOptions, BackendUnavailable, check_back
 from persistbench.core.errors import PersistbenchError, UsageError
 from persistbench.core.layout import RunLayout
 from persistbench.core.options import recorded
+from persistbench.core.outputs import RUN, check_output, recognise
 from persistbench.core.protocol import Protocol
 from persistbench.core.runs import read_run_info
 from persistbench.core.suite import CaseRef, ScoreContext, Suite
@@ -162,12 +163,22 @@ def coverage(suite: Suite, run: RunLayout, run_info: dict | None, cases: list, e
     return Coverage(present, missing, absent, sorted(suite.predicted(run.root, run_info) - known))
 
 
+def check_pred(pred: str | Path) -> None:
+    """Refuse a ``--pred`` folder that holds a dataset (or anything else this toolkit writes) instead of a run."""
+    held = recognise(pred)
+    if held not in (None, RUN):
+        raise UsageError(f"{pred}: --pred holds {held}, not a run; pass the folder `persistbench infer` wrote")
+
+
 def dataset_of(pred: str | Path) -> Path | str:
     """The dataset a run was predicted on, from its ``run.json``: a folder, or an ``hf://`` repository (read
     through the Hub endpoint the user configured). A usage error when it names none, or an ``http(s)`` URL:
     a shared run must not make ``score`` contact a server the user did not name."""
+    check_pred(pred)
     info = read_run_info(RunLayout(Path(pred)))
-    root = (info or {}).get("dataset", {}).get("root") if isinstance((info or {}).get("dataset"), dict) else None
+    if info is None:
+        raise UsageError(f"{pred}: no run.json (another toolkit's predictions?): pass --dataset")
+    root = info.get("dataset", {}).get("root") if isinstance(info.get("dataset"), dict) else None
     if not isinstance(root, str):
         raise UsageError(f"{pred}/run.json names no dataset: pass --dataset")
     if root.startswith("hf://"):
@@ -204,6 +215,7 @@ def score(
     """
     if shard is not None and aggregate_only:
         raise UsageError("--shard scores cases; --aggregate-only then combines all shards: use them in separate calls")
+    check_pred(opts.pred)
     run = RunLayout(opts.pred)
     run_info = read_run_info(run)
     name = opts.suite or detect(opts.dataset)
@@ -211,7 +223,8 @@ def score(
     suite = opts.open_suite()
     protocol = opts.load_protocol(suite)
     wanted = wanted_metrics(protocol, opts.metrics)
-    check_writable(run.root / "scores")
+    check_output(run.scores_root, inputs=[("dataset", opts.dataset)], accepts=None, option="--pred")
+    check_writable(run.scores_root)
     fingerprint = suite.fingerprint()
     recorded = (
         (run_info or {}).get("dataset", {}).get("fingerprint")

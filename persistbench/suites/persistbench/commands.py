@@ -155,6 +155,7 @@ def download(
     """
     from pathlib import Path
 
+    from persistbench.core.outputs import check_output, dataset_of
     from persistbench.executors import Selection
     from persistbench.suites.persistbench.build.download import DownloadOptions, aggregate, resolve_recipes
     from persistbench.suites.persistbench.build.download import download as run_download
@@ -184,6 +185,12 @@ def download(
         from persistbench.suites.persistbench.build import gcloud as gc
 
         gcloud = gc.GcloudOptions(vm, zone, project, machine_type or gc.DEFAULT_MACHINE_TYPE, stop_vm_when_done)
+    if not download_only:
+        check_output(
+            output,
+            inputs=[("sources folder", sources_dir)],
+            accepts=(dataset_of("persistbench"),),
+        )
     source = resolve_recipes(recipes, Path(cache))
     if source.spec == "bundled":
         click.echo(f"using the bundled sample recipes (no --recipes given): {source.path}")
@@ -268,10 +275,12 @@ def pack(root, output, shard_size, samples, date, executor, shard, aggregate_onl
     """
     from pathlib import Path
 
+    from persistbench.core.outputs import check_output
     from persistbench.io.files import check_writable
     from persistbench.suites.persistbench.dist.pack import pack as run_pack
     from persistbench.suites.persistbench.dist.pack import parse_size
 
+    check_output(output, inputs=[("dataset", root)])
     check_writable(Path(output).absolute().parent)
     with executor.build() as ex:
         result = run_pack(
@@ -329,10 +338,12 @@ def package(pred, output, name, allow_subset, check_zip, sample, seed, tolerance
     """
     from pathlib import Path
 
+    from persistbench.core.outputs import check_output_file
     from persistbench.suites.persistbench import package as pack_run
 
     ds = Path(dataset) if dataset else None
     if check_zip is None:
+        check_output_file(output, ".zip")
         sub = pack_run.package(Path(pred), Path(output), name, allow_subset, ds)
         click.echo(
             f"submission: {output} ({len(sub.results)} cases, evaluation {sub.manifest['evaluation_run_id'][:12]})"

@@ -157,6 +157,18 @@ def _write_index(path: Path, rows: list[dict]) -> None:
         con.commit()
 
 
+def files_present(root: str | os.PathLike, record: dict) -> bool:
+    """Whether every file a case's record names (``files``: path under ``root`` -> sha256) is on disk: one
+    stat each, so a completed case whose folder was deleted or replaced is redone (``verify`` checks content)."""
+    files = record.get("files")
+    if not isinstance(files, dict) or not files:
+        return False
+    try:
+        return all(isinstance(name, str) and confined(root, *name.split("/")).is_file() for name in files)
+    except PersistbenchError:
+        return False
+
+
 def recorded_sha256(root: str | os.PathLike, subset: str, uid: str) -> str | None:
     """The recipe sha256 of a complete case (its completion record, else its ``data.db`` row), or None."""
     try:
@@ -166,7 +178,7 @@ def recorded_sha256(root: str | os.PathLike, subset: str, uid: str) -> str | Non
     if isinstance(record, dict) and isinstance(record.get("record"), dict):
         inner = record["record"]
         if (inner.get("subset"), inner.get("uid")) == (subset, uid):
-            return inner.get("recipe_sha256")
+            return inner.get("recipe_sha256") if files_present(root, inner) else None  # no fall-back to data.db
     path = Path(root) / DB_NAME
     if not path.exists():
         return None

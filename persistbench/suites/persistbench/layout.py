@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from persistbench.core.errors import PersistbenchError
-from persistbench.core.layout import STATE_DIR
+from persistbench.core.layout import STATE_DIR, SYNTH_RECORD
 from persistbench.io.names import NAME_PATTERN, check_name, child, confined
 
 SUBSETS = ("dynamic", "static")
@@ -182,7 +182,7 @@ class SynthLayout:
 
     @property
     def synth_json(self) -> Path:
-        return self.root / "synth.json"
+        return self.root / SYNTH_RECORD
 
     def source_clip(self, source_id: str) -> Path:
         return child(self.root, "sources", f"{source_id}.mp4")

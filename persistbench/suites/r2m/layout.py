@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from persistbench.core.layout import PREDICTION_VIDEO
+from persistbench.core.layout import PREDICTION_VIDEO, SYNTH_RECORD
 from persistbench.io.names import child
 
 META_DIR = "meta_data"
@@ -60,4 +60,4 @@ def synth_video(root: Path, kind: str, trajectory: str, case_id: str) -> Path:
 
 
 def synth_json(root: Path) -> Path:
-    return root / "synth.json"
+    return root / SYNTH_RECORD

@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from persistbench import __version__
+from persistbench.core.layout import SYNTH_RECORD
 from persistbench.io.files import atomic_path, dump_json, write_bytes, write_text
 from persistbench.io.video import H264_SETTINGS, encode_video
 from persistbench.suites.wrop import layout
@@ -404,5 +405,5 @@ def make(out: Path, cfg: WropSynthConfig, progress: bool = False) -> list[str]:
         bar.close()
     if not cfg.loose:
         write_text(out / layout.CHECKSUMS, "".join(sorted(lines, key=lambda s: s.split()[1])))
-    write_text(out / "synth.json", json.dumps({"config": asdict(cfg)}, indent=2) + "\n")
+    write_text(out / SYNTH_RECORD, json.dumps({"config": asdict(cfg)}, indent=2) + "\n")
     return list(cfg.tasks)

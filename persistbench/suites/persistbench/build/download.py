@@ -32,6 +32,7 @@ from persistbench.suites.persistbench.build.sources import (
 )
 from persistbench.suites.persistbench.index import (
     completion_records,
+    files_present,
     read_case_records,
     read_index,
     rebuild_index,
@@ -163,7 +164,9 @@ def complete_cases(root: Path) -> dict[tuple[str, str], str]:
         if (r["subset"], r["uid"]) in rows
     }
     done.update({key: record.get("recipe_sha256", "") for key, (_, record) in completion_records(root).items()})
-    return done
+    records = {(r["subset"], r["uid"]): r for r in read_case_records(root)}
+    records.update({key: record for key, (_, record) in completion_records(root).items()})
+    return {key: sha for key, sha in done.items() if files_present(root, records[key])}
 
 
 def to_download(recipes: list[Recipe], opts: SourceOptions) -> list[Recipe]:
