@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 import click
+import matplotlib.colors
 import pytest
 from click.testing import CliRunner
 from clirun import refused, run_cli
@@ -115,3 +116,64 @@ def test_download_rebuilds_a_completed_case_whose_files_are_gone(sample_ds, samp
     assert "done 1" in result.stdout, result.stdout
     assert _tree(sample_copy / "dynamic") == _tree(sample_ds / "dynamic")
     assert run_cli("verify", sample_copy).returncode == 0
+
+
+# ---------------------------------------------------------------- one colour per run, in every figure
+
+
+def _case(values: list[float] | None) -> dict:
+    n = 6
+    return {
+        "frame_indices": list(range(n)),
+        "visible": [True, True, False, False, False, False],
+        "invisible": [False, False, True, True, True, True],
+        "metrics": {"psnr": [20.0] * n, **({"continuity": values} if values is not None else {})},
+    }
+
+
+def test_memory_curves_keep_each_runs_colour_when_a_run_has_no_values_in_a_panel():
+    """The first run has no continuity: the others keep their colours there, and the panel names it."""
+    from persistbench.core.report import name_runs
+    from persistbench.suites.persistbench.report import curves_figure
+
+    decaying, flat = [1.0, 1.0, 0.8, 0.6, 0.4, 0.2], [1.0] * 6
+    runs = name_runs(
+        [
+            {"name": "hold", "path": Path("runs/hold"), "results": {"cases": [_case(None)]}},
+            {"name": "reproject", "path": Path("runs/reproject"), "results": {"cases": [_case(decaying)]}},
+            {"name": "oracle", "path": Path("runs/oracle"), "results": {"cases": [_case(flat)]}},
+        ]
+    )
+    colours = {r["name"]: r["colour"] for r in runs}
+    assert len(set(colours.values())) == 3
+    fig = curves_figure(runs, ["psnr", "continuity"])
+    main_axes = [ax for ax in fig.axes if ax.get_title()]
+    for ax in main_axes:
+        for line in ax.get_lines():
+            assert line.get_color() == colours[line.get_label()], (ax.get_title(), line.get_label())
+    continuity = next(ax for ax in main_axes if ax.get_title() == "continuity")
+    lines = {line.get_label(): line for line in continuity.get_lines()}
+    assert set(lines) == {"reproject", "oracle"}
+    assert list(lines["reproject"].get_ydata()) == decaying[2:]  # the decaying curve is reproject's
+    assert any("no data: hold" in t.get_text() for t in continuity.texts)
+    legend = fig.legends[0]
+    assert {t.get_text(): h.get_color() for t, h in zip(legend.get_texts(), legend.legend_handles)} == colours
+
+
+def test_bars_are_in_the_runs_colours_and_same_named_runs_differ():
+    from persistbench.core.report import name_runs
+    from persistbench.suites.persistbench.report import bar_figure
+
+    block = {"visible": {"psnr": {"mean": 30.0}}, "invisible": {"psnr": {"mean": 20.0}}}
+    runs = name_runs(
+        [
+            {"name": "hold", "path": Path("a/hold"), "summary": {"subsets": {"all": block}}},
+            {"name": "hold", "path": Path("b/hold"), "summary": {"subsets": {"all": {}}}},
+        ]
+    )
+    assert [r["name"] for r in runs] == ["a/hold", "b/hold"]
+    fig = bar_figure(runs, "all", ["psnr"])
+    ax = fig.axes[0]
+    colours = [matplotlib.colors.to_hex(p.get_facecolor()) for p in ax.patches]
+    assert colours[0] == colours[2] == runs[0]["colour"] and colours[1] == colours[3] == runs[1]["colour"]
+    assert any("no data: b/hold" in t.get_text() for t in ax.texts)

@@ -8,6 +8,38 @@ import io
 from persistbench.core.errors import PersistbenchError
 from persistbench.core.markup import Markup, tag
 
+# One colour per run, the same in every figure of a report (matplotlib's tab10, then tab20's light shades).
+RUN_COLOURS = (
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
+    "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2", "#c7c7c7", "#dbdb8d", "#9edae5",
+)  # fmt: skip
+
+
+def run_colour(index: int) -> str:
+    """The colour of the ``index``-th run of a report (cycling after 20 runs)."""
+    return RUN_COLOURS[index % len(RUN_COLOURS)]
+
+
+def note_missing(ax, names: list[str]) -> None:
+    """Say in a panel which runs have no data there (nothing when every run has some)."""
+    if names:
+        text = "no data: " + ", ".join(names)
+        ax.text(0.02, 0.02, text, transform=ax.transAxes, fontsize=6, color="#555", va="bottom", wrap=True)
+
+
+def run_legend(fig, runs: list[dict]) -> None:
+    """One legend above the figure naming every run in its colour, whether or not a panel shows it."""
+    from matplotlib.lines import Line2D
+
+    fig.legend(
+        handles=[Line2D([], [], color=r["colour"], lw=2, label=r["name"]) for r in runs],
+        loc="lower center",
+        ncol=min(len(runs), 6),
+        fontsize=8,
+        bbox_to_anchor=(0.5, 1.0),
+        frameon=False,
+    )
+
 
 def data_uri(png: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(png).decode()

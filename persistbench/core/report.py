@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 from persistbench.core.errors import PersistbenchError
-from persistbench.core.figures import table
+from persistbench.core.figures import run_colour, table
 from persistbench.core.layout import RunLayout
 from persistbench.core.markup import Markup, join, page, tag
 from persistbench.executors import read_records
@@ -49,12 +49,33 @@ def _load(path: Path, protocol: str | None) -> list[dict]:
     """The scored run at ``path``, or the runs a suite reads from another toolkit's result files there."""
     from persistbench.core.suites import suite_class, suites
 
+    if path.parent.name == "scores" and (path / "summary.json").is_file():  # RUN/scores/<protocol> given
+        return [_load_run(path.parent.parent, protocol or path.name)]
     if not (path / "scores").is_dir():
         for name in suites():
             found = suite_class(name).foreign_results(path)
             if found is not None:
                 return found
     return [_load_run(path, protocol)]
+
+
+def name_runs(runs: list[dict]) -> list[dict]:
+    """Give each run a name no other run of the report has (its folder's name; with its parent's where two
+    share one; then numbered) and its colour (:func:`~persistbench.core.figures.run_colour`), in order."""
+    from collections import Counter
+
+    counts = Counter(r["name"] for r in runs)
+    for r in runs:
+        if counts[r["name"]] > 1 and "path" in r:
+            r["name"] = f"{Path(r['path']).parent.name}/{r['name']}"
+    seen: Counter = Counter()
+    counts = Counter(r["name"] for r in runs)
+    for i, r in enumerate(runs):
+        if counts[r["name"]] > 1:
+            seen[r["name"]] += 1
+            r["name"] = f"{r['name']} #{seen[r['name']]}"
+        r["colour"] = run_colour(i)
+    return runs
 
 
 def _scorer_of(runs: list[dict]):
@@ -248,7 +269,7 @@ def build_report(
 
     if not run_dirs:
         raise PersistbenchError("report: give at least one run directory")
-    runs = [run for p in run_dirs for run in _load(Path(p), protocol)]
+    runs = name_runs([run for p in run_dirs for run in _load(Path(p), protocol)])
     suite, scorer = _scorer_of(runs)
     used = runs[0]["summary"].get("protocol")
     try:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from persistbench.core.figures import data_uri, figure_png, fmt, pyplot, table
+from persistbench.core.figures import data_uri, figure_png, fmt, note_missing, pyplot, run_legend, table
 from persistbench.core.layout import RunLayout
 from persistbench.core.markup import Markup, join, tag
 from persistbench.io.images import encode_image, list_images, read_image
@@ -82,8 +82,14 @@ def memory_curve(cases: list[dict], metric: str) -> tuple[np.ndarray, np.ndarray
 # ---------------------------------------------------------------- images
 
 
-def bar_charts(runs: list[dict], subset: str, metrics: list[str]) -> bytes:
+SPLIT_STYLE = {"visible": {"alpha": 1.0}, "invisible": {"alpha": 0.45, "hatch": "///"}}
+
+
+def bar_figure(runs: list[dict], subset: str, metrics: list[str]):
+    """Per metric, each run's visible (solid) and invisible (hatched) mean, in the run's colour."""
     plt = pyplot()
+    from matplotlib.patches import Patch
+
     fig, axes = plt.subplots(1, len(metrics), figsize=(2.6 * len(metrics), 2.8), squeeze=False)
     x = np.arange(len(runs))
     for ax, m in zip(axes[0], metrics):
@@ -93,29 +99,67 @@ def bar_charts(runs: list[dict], subset: str, metrics: list[str]) -> bytes:
                 x + (k - 0.5) * 0.38,
                 [np.nan if v is None else v for v in vals],
                 0.38,
+                color=[r["colour"] for r in runs],
+                edgecolor="#333",
+                lw=0.4,
                 label=split,
-                color=("#4c72b0", "#dd8452")[k],
+                **SPLIT_STYLE[split],
             )
         ax.set_title(m)
         ax.set_xticks(x, [r["name"] for r in runs], rotation=30, ha="right", fontsize=8)
-    axes[0][0].legend(fontsize=8)
+        for tick, r in zip(ax.get_xticklabels(), runs):
+            tick.set_color(r["colour"])
+        note_missing(
+            ax,
+            [r["name"] for r in runs if r["summary"]["subsets"].get(subset, {}).get("invisible", {}).get(m) is None],
+        )
+    axes[0][0].legend(
+        handles=[Patch(facecolor="#bbb", edgecolor="#333", label=s, **SPLIT_STYLE[s]) for s in SPLITS], fontsize=8
+    )
     fig.suptitle(f"{subset}: visible vs invisible (off-screen)", y=1.06)
-    return figure_png(fig)
+    return fig
+
+
+def bar_charts(runs: list[dict], subset: str, metrics: list[str]) -> bytes:
+    return figure_png(bar_figure(runs, subset, metrics))
+
+
+def curves_figure(runs: list[dict], metrics: list[str], min_cases: int = 1):
+    """One panel per metric: each run's memory curve in the run's colour, with its band; offsets where fewer
+    than ``min_cases`` cases have a value are left out, and the cases behind each offset are drawn below
+    (n, grey steps on a second axis). A panel names the runs it has no values of."""
+    plt = pyplot()
+    fig, axes = plt.subplots(
+        1, len(metrics), figsize=(3.4 * len(metrics), 3.1), squeeze=False, gridspec_kw={"wspace": 0.45}
+    )
+    for ax, m in zip(axes[0], metrics):
+        missing, counts = [], {}
+        for r in runs:
+            off, mean, low, high, n = memory_curve(r["results"]["cases"], m)
+            keep = n >= min_cases
+            if not keep.any():
+                missing.append(r["name"])
+                continue
+            ax.plot(off[keep], mean[keep], label=r["name"], lw=1.5, color=r["colour"])
+            ax.fill_between(off[keep], low[keep], high[keep], color=r["colour"], alpha=0.2, lw=0)
+            for o, k in zip(off[keep], n[keep]):
+                counts[int(o)] = max(counts.get(int(o), 0), int(k))
+        if counts:
+            twin = ax.twinx()
+            xs = sorted(counts)
+            twin.step(xs, [counts[o] for o in xs], where="mid", color="#999", lw=0.8, ls=":")
+            twin.set_ylim(0, 4 * max(counts.values()))
+            twin.set_ylabel("cases (n)", fontsize=6, color="#777")
+            twin.tick_params(labelsize=6, colors="#777")
+        ax.set_title(m)
+        ax.set_xlabel("frames since the object left the input view", fontsize=7)
+        note_missing(ax, missing)
+    run_legend(fig, runs)
+    return fig
 
 
 def curves(runs: list[dict], metrics: list[str]) -> bytes:
-    plt = pyplot()
-    fig, axes = plt.subplots(1, len(metrics), figsize=(2.9 * len(metrics), 2.8), squeeze=False)
-    for ax, m in zip(axes[0], metrics):
-        for r in runs:
-            off, mean, low, high, _ = memory_curve(r["results"]["cases"], m)
-            if len(off):
-                (line,) = ax.plot(off, mean, label=r["name"], lw=1.5)
-                ax.fill_between(off, low, high, color=line.get_color(), alpha=0.2, lw=0)
-        ax.set_title(m)
-        ax.set_xlabel("frames since the object left the input view", fontsize=7)
-    axes[0][0].legend(fontsize=8)
-    return figure_png(fig)
+    return figure_png(curves_figure(runs, metrics))
 
 
 def _outline(image: np.ndarray, mask: np.ndarray, color: tuple[int, int, int]) -> np.ndarray:
@@ -228,7 +272,8 @@ def sections(runs: list[dict], advance: Callable[[int], object]) -> tuple[str, l
         tag(
             "p",
             "Each metric on the off-screen frames against the frames since the object left the input view: "
-            "mean over cases and 95% interval.",
+            "mean over cases and 95% interval, each run in its colour; dotted grey (right axis): the cases behind "
+            "each offset, which thin out as the window lengthens.",
             class_="note",
         ),
         tag("img", alt="memory curves", src=data_uri(curves(runs, metrics))),

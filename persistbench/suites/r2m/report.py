@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from persistbench.core.figures import data_uri, figure_png, fmt, pyplot, table
+from persistbench.core.figures import data_uri, figure_png, fmt, note_missing, pyplot, run_legend, table
 from persistbench.core.markup import Markup, tag
 from persistbench.metrics.registry import families, order
 
@@ -53,7 +53,7 @@ def scatter(runs: list[dict], metric: str) -> bytes:
     (dashed: NMR = 1); videos at DR <= epsilon are excluded (grey band's left)."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(3.6, 3.0))
-    top = 0.0
+    top, missing = 0.0, []
     for r in runs:
         pts = [
             (c["relative"][metric]["dynamic_range"], c["relative"][metric]["memory_gain"])
@@ -62,8 +62,11 @@ def scatter(runs: list[dict], metric: str) -> bytes:
         ]
         if pts:
             dr, mg = np.array(pts).T
-            ax.scatter(dr, mg, s=12, label=r["name"])
+            ax.scatter(dr, mg, s=12, label=r["name"], color=r["colour"])
             top = max(top, float(np.abs(np.concatenate([dr, mg])).max()))
+        else:
+            missing.append(r["name"])
+    note_missing(ax, missing)
     lim = top * 1.05 or 1.0
     ax.plot([0, lim], [0, lim], color="#888", lw=0.8, ls="--")
     ax.axhline(0, color="#444", lw=0.8)
@@ -71,7 +74,7 @@ def scatter(runs: list[dict], metric: str) -> bytes:
     ax.set_xlabel("DynamicRange (short - baseline)", fontsize=8)
     ax.set_ylabel("MemoryGain (revisit - baseline)", fontsize=8)
     ax.set_title(metric, fontsize=9)
-    ax.legend(fontsize=7)
+    run_legend(fig, runs)
     return figure_png(fig)
 
 

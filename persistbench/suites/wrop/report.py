@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from persistbench.core.figures import data_uri, figure_png, fmt, pyplot, table
+from persistbench.core.figures import data_uri, figure_png, fmt, note_missing, pyplot, run_legend, table
 from persistbench.core.markup import Markup, tag
 from persistbench.metrics.registry import order
 from persistbench.suites.wrop.scoring import REGIONS
@@ -28,15 +28,20 @@ def curves(runs: list[dict], metric: str) -> bytes:
     for j, region in enumerate(REGIONS):
         for k, what in enumerate(("model", "gain")):
             ax = axes[0][2 * j + k]
+            missing = []
             for r in runs:
                 series = r["summary"]["curves"][region].get(metric, {}).get(what, [])
                 y = np.array([np.nan if v is None else v for v in series], float)
-                ax.plot(np.arange(1, len(y) + 1), y, lw=1.2, label=r["name"])
+                if not np.isfinite(y).any():
+                    missing.append(r["name"])
+                    continue
+                ax.plot(np.arange(1, len(y) + 1), y, lw=1.2, label=r["name"], color=r["colour"])
+            note_missing(ax, missing)
             if what == "gain":
                 ax.axhline(0.0, color="#444", lw=0.8)
             ax.set_xlabel("frames into the continuation", fontsize=8)
             ax.set_title(f"{metric} {'gain over hold' if what == 'gain' else ''} ({region})", fontsize=9)
-    axes[0][0].legend(fontsize=7)
+    run_legend(fig, runs)
     return figure_png(fig)
 
 
