@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import click
@@ -177,3 +180,53 @@ def test_bars_are_in_the_runs_colours_and_same_named_runs_differ():
     colours = [matplotlib.colors.to_hex(p.get_facecolor()) for p in ax.patches]
     assert colours[0] == colours[2] == runs[0]["colour"] and colours[1] == colours[3] == runs[1]["colour"]
     assert any("no data: b/hold" in t.get_text() for t in ax.texts)
+
+
+# ---------------------------------------------------------------- extras and what doctor says
+
+
+def _without(tmp_path: Path, *modules: str) -> dict[str, str]:
+    """An environment in which ``modules`` do not import (as without their extra)."""
+    site = tmp_path / "site"
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text("import sys\n" + "".join(f"sys.modules[{m!r}] = None\n" for m in modules))
+    return {"PYTHONPATH": str(site)}
+
+
+def test_arena_without_its_extra_is_one_line_naming_the_install(sample_copy, tmp_path):
+    run = tmp_path / "runs" / "hold"
+    assert (
+        run_cli("infer", "--model", "hold", "--dataset", sample_copy, "--output", run, "--no-progress").returncode == 0
+    )
+    result = run_cli("arena", run, run, "-o", tmp_path / "study", env=_without(tmp_path, "uvicorn"))
+    refused(result, "uvicorn", 'pip install -e ".[arena]"')
+    assert not (tmp_path / "study").exists()
+    doctor = run_cli("doctor", "--for", "arena", env=_without(tmp_path, "uvicorn"))
+    assert doctor.returncode == 1 and "MISSING  uvicorn" in doctor.stdout, doctor.stdout
+
+
+def test_doctor_for_download_lists_what_download_uses():
+    out = run_cli("doctor", "--for", "download").stdout
+    assert "JavaScript runtime" in out and "yt-dlp release date" in out
+    assert "backend judge" not in out and "LPIPS" not in out and "matplotlib" not in out
+
+
+def test_doctor_names_a_node_that_is_too_old(tmp_path):
+    """A node 20 on PATH (and no deno): doctor names it, its version, the minimum and the fix."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    node = bin_dir / "node"
+    node.write_text("#!/bin/sh\necho v20.11.1\n")
+    node.chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "persistbench"), "doctor", "--for", "download"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=120,
+    )
+    if "deno at" in result.stdout:
+        pytest.skip("a deno beside this interpreter answers first")
+    assert f"node 20.11.1 at {node}, older than the 22" in result.stdout, result.stdout
+    assert "pip install deno" in result.stdout

@@ -33,6 +33,26 @@ ROLES = ("context", "reference", "left", "right")
 CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'"
 
 
+WEB_MODULES = ("starlette", "uvicorn")
+
+
+def require_web() -> None:
+    """One line naming the extra when the page's web stack (Starlette, uvicorn) does not import."""
+    import importlib
+
+    missing = []
+    for module in WEB_MODULES:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            missing.append(module)
+    if missing:
+        raise PersistbenchError(
+            f'arena serves its page with {" and ".join(missing)}, not installed: pip install -e ".[arena]" '
+            "(or pip install 'persistbench[arena]')"
+        )
+
+
 def build_app(study: Study, store: Store):
     """The Starlette application serving ``study`` from ``store``."""
     from starlette.applications import Starlette

@@ -65,10 +65,13 @@ def arena(
     Votes are kept in study/arena.sqlite, appended as they come; a restart loses none.
     """
     from persistbench.arena import results
+    from persistbench.arena.app import require_web
     from persistbench.arena.store import Store
     from persistbench.arena.study import open_study
     from persistbench.core.outputs import STUDY, check_output
 
+    if not (add_rater or merge or judge_url or export or close or ratings_only):
+        require_web()  # it will serve the page: say what is missing before anything is made
     if runs:
         check_output(output, inputs=[("run", r) for r in runs], accepts=(STUDY,))
         study = open_study(list(runs), question, reference)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from persistbench.cli.options import JUDGE_KEY_ENV, JUDGE_MODEL, JUDGE_URL, judge_timeout, output_option
+from persistbench.core.doctor import COMMANDS
 from persistbench.core.layout import DEFAULT_CACHE
 
 
@@ -12,10 +13,10 @@ from persistbench.core.layout import DEFAULT_CACHE
 @click.option(
     "--for",
     "wanted",
-    type=click.Choice(["all", "download", "infer", "score", "pack", "fetch", "synth", "report", "demo"]),
+    type=click.Choice(["all", *COMMANDS]),
     default="all",
     show_default=True,
-    help="Exit non-zero only when something this command needs is missing.",
+    help="Check only what this command needs or uses; exit non-zero when something it needs is missing.",
 )
 @click.option("--cache", default=DEFAULT_CACHE, show_default=True, type=click.Path(file_okay=False))
 @output_option("Where the commands will write (checked for write access).", default=".")
@@ -38,7 +39,7 @@ def doctor(wanted, cache, output, lpips_weights, judge_url, judge_model, judge_k
     from persistbench.core.doctor import failing, run_checks
 
     judge = JudgeOptions(judge_url, judge_model, judge_key_env, timeout_s=judge_timeout) if judge_url else None
-    checks = run_checks(cache, output, lpips_weights, judge)
+    checks = [c for c in run_checks(cache, output, lpips_weights, judge) if c.concerns(wanted)]
     bad = failing(checks, wanted)
     width = max(len(c.name) for c in checks)
     for c in checks:

@@ -18,7 +18,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-COMMANDS = ("download", "infer", "score", "pack", "fetch", "synth", "report", "demo")
+COMMANDS = ("download", "infer", "score", "pack", "fetch", "synth", "report", "demo", "arena")
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,11 @@ class Check:
     detail: str  # what was found, or why it is missing
     fix: str = ""
     needed_for: frozenset[str] = field(default_factory=frozenset)  # empty: optional
+    used_by: frozenset[str] = field(default_factory=frozenset)  # optional, but of use to these commands
+
+    def concerns(self, wanted: str) -> bool:
+        """Whether ``doctor --for wanted`` shows it (``all``: every check)."""
+        return wanted == "all" or wanted in self.needed_for | self.used_by
 
 
 def _version(dist: str) -> str | None:
@@ -37,9 +42,20 @@ def _version(dist: str) -> str | None:
         return None
 
 
-def _package(dist: str, needed_for: set[str], fix: str) -> Check:
+def _package(dist: str, needed_for: set[str], fix: str, used_by: set[str] = frozenset()) -> Check:
     v = _version(dist)
-    return Check(dist, v is not None, v or "not installed", "" if v else fix, frozenset(needed_for))
+    return Check(dist, v is not None, v or "not installed", "" if v else fix, frozenset(needed_for), frozenset(used_by))
+
+
+def _importable(module: str, needed_for: set[str], fix: str) -> Check:
+    """A package whose distribution and module share ``module``'s name, checked by importing it."""
+    import importlib
+
+    try:
+        importlib.import_module(module)
+    except ImportError as e:
+        return Check(module, False, f"does not import ({e})", fix, frozenset(needed_for))
+    return Check(module, True, _version(module) or "imports", "", frozenset(needed_for))
 
 
 def _ffmpeg() -> Check:
@@ -56,15 +72,23 @@ def _ffmpeg() -> Check:
 
 
 def _js_runtime() -> Check:
-    from persistbench.io.ytdl_job import js_runtime
+    """deno or Node.js >= 22 for yt-dlp's YouTube extraction; a node that is too old is named with its version."""
+    import shutil
 
+    from persistbench.io.ytdl_job import MIN_NODE, js_runtime, node_version
+
+    name, used = "JavaScript runtime (YouTube)", frozenset({"download"})
     found = js_runtime()
-    return Check(
-        "JavaScript runtime (YouTube)",
-        found is not None,
-        f"{found[0]} at {found[1]}" if found else "none on PATH",
-        "" if found else "install deno (https://deno.com) or Node.js >= 22; only YouTube sources need it",
-    )
+    if found:
+        return Check(name, True, f"{found[0]} at {found[1]}", used_by=used)
+    fix = f"pip install deno (into this environment), or Node.js >= {MIN_NODE}; only YouTube sources need it"
+    node = shutil.which("node")
+    if node:
+        version = node_version(node) or "unknown version"
+        return Check(
+            name, False, f"node {version} at {node}, older than the {MIN_NODE} yt-dlp needs", fix, used_by=used
+        )
+    return Check(name, False, "neither deno nor node on PATH", fix, used_by=used)
 
 
 def gcloud_check(exe: str = "gcloud") -> Check:
@@ -77,19 +101,29 @@ def gcloud_check(exe: str = "gcloud") -> Check:
     name = "gcloud (download --backend gcloud)"
     if shutil.which(exe) is None:
         return Check(
-            name, False, "not on PATH", "only --backend gcloud needs it: https://cloud.google.com/sdk/docs/install"
+            name,
+            False,
+            "not on PATH",
+            "only --backend gcloud needs it: https://cloud.google.com/sdk/docs/install",
+            used_by=DOWNLOAD,
         )
     cli = Gcloud(exe)
     try:
         found, account = version(cli), signed_in(cli)
         project = cli.value("config", "get-value", "project")
     except PersistbenchError as e:
-        return Check(name, False, str(e), "check `gcloud info`")
+        return Check(name, False, str(e), "check `gcloud info`", used_by=DOWNLOAD)
     if account is None:
-        return Check(name, False, f"{found}, nobody signed in", "gcloud auth login")
+        return Check(name, False, f"{found}, nobody signed in", "gcloud auth login", used_by=DOWNLOAD)
     if not project:
-        return Check(name, False, f"{found}, signed in as {account}, no project", "gcloud config set project ID")
-    return Check(name, True, f"{found}, signed in as {account}, project {project}")
+        return Check(
+            name,
+            False,
+            f"{found}, signed in as {account}, no project",
+            "gcloud config set project ID",
+            used_by=DOWNLOAD,
+        )
+    return Check(name, True, f"{found}, signed in as {account}, project {project}", used_by=DOWNLOAD)
 
 
 YT_DLP_MAX_AGE_DAYS = 60  # YouTube changes what yt-dlp must do often; older releases stop working
@@ -104,7 +138,13 @@ def yt_dlp_age(version: str | None, today=None) -> Check:
         y, m, d = (int(x) for x in (version or "").split(".")[:3])
         released = datetime.date(y, m, d)
     except ValueError:
-        return Check("yt-dlp release date", False, f"version {version!r} names no date", "pip install -U yt-dlp")
+        return Check(
+            "yt-dlp release date",
+            False,
+            f"version {version!r} names no date",
+            "pip install -U yt-dlp",
+            used_by=DOWNLOAD,
+        )
     age = (today - released).days
     fresh = age <= YT_DLP_MAX_AGE_DAYS
     return Check(
@@ -112,6 +152,7 @@ def yt_dlp_age(version: str | None, today=None) -> Check:
         fresh,
         f"{released.isoformat()}, {age} days old",
         "" if fresh else "YouTube breaks yt-dlp releases older than a few weeks: pip install -U yt-dlp",
+        used_by=DOWNLOAD,
     )
 
 
@@ -119,7 +160,9 @@ def _lpips(weights: str | None) -> list[Check]:
     fix = 'pip install -e ".[lpips]"'
     checks = [_package(d, {"score"}, fix) for d in ("torch", "torchvision", "lpips")]
     if not all(c.ok for c in checks):
-        return [Check(c.name, c.ok, c.detail, c.fix) for c in checks]  # without torch, LPIPS is stated unavailable
+        return [
+            Check(c.name, c.ok, c.detail, c.fix, used_by=SCORE) for c in checks
+        ]  # without torch, LPIPS is stated unavailable
     from persistbench.backends.lpips import ALEXNET_FILE, alexnet_path
 
     path = alexnet_path(weights)
@@ -130,6 +173,7 @@ def _lpips(weights: str | None) -> list[Check]:
             found,
             path if found else f"not found at {path}",
             "" if found else f"put {ALEXNET_FILE} there (or pass --lpips-weights FILE, or score --allow-download)",
+            used_by=SCORE,
         )
     )
     import torch
@@ -141,6 +185,7 @@ def _lpips(weights: str | None) -> list[Check]:
             cuda,
             torch.cuda.get_device_name(0) if cuda else "no CUDA device (LPIPS runs on the CPU)",
             "" if cuda else "optional: a CUDA build of torch and a GPU make LPIPS faster",
+            used_by=frozenset({"infer", "score"}),
         )
     )
     return checks
@@ -163,7 +208,7 @@ def _backends(judge=None) -> list[Check]:
             ok, detail, fix = False, f"{type(e).__name__}: {e}".splitlines()[0], "only for " + spec.role.split(":")[0]
         if name == "judge" and not ok and "--judge-url" in detail:
             ok, detail, fix = True, "pass --judge-url URL to score (an OpenAI-compatible endpoint)", ""
-        out.append(Check(f"backend {name}", ok, f"{detail} [{spec.role}; CPU: {spec.cpu}]", fix))
+        out.append(Check(f"backend {name}", ok, f"{detail} [{spec.role}; CPU: {spec.cpu}]", fix, used_by=SCORE))
     return out
 
 
@@ -200,7 +245,7 @@ def _judge_endpoint(opts) -> list[Check]:
             needed,
         )
     except JudgmentFailed as e:  # some endpoints have no listing: the request below still says whether it works
-        listing = Check("judge endpoint", True, f"{where}: no model listing ({e})")
+        listing = Check("judge endpoint", True, f"{where}: no model listing ({e})", used_by=needed)
     question = Request('Reply with the JSON object {"ok": true} and nothing else.', (np.zeros((16, 16, 3), np.uint8),))
     start = time.monotonic()
     try:
@@ -261,12 +306,17 @@ def run_checks(
     checks.append(gcloud_check())
     checks += _lpips(lpips_weights)
     checks.append(_package("matplotlib", {"report", "demo"}, 'pip install -e ".[report]"'))
-    checks.append(_package("ray", set(), "pip install 'persistbench[ray]' (only for --executor ray)"))
+    checks += [_importable(d, {"arena"}, 'pip install -e ".[arena]"') for d in ("starlette", "uvicorn")]
+    stages = {"download", "infer", "score", "pack", "fetch"}
+    checks.append(_package("ray", set(), "pip install 'persistbench[ray]' (only for --executor ray)", stages))
     checks += _backends(judge)
     checks += _judge_endpoint(judge) if judge is not None else []
     checks.append(_writable("cache directory", Path(cache), {"download", "demo"}))
     checks.append(_writable("output directory", Path(output), set(COMMANDS)))
     return checks
+
+
+DOWNLOAD, SCORE = frozenset({"download"}), frozenset({"score"})
 
 
 def failing(checks: list[Check], wanted: str) -> list[Check]:

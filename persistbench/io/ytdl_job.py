@@ -21,6 +21,18 @@ from pathlib import Path
 VIDEO_SUFFIXES = (".mp4", ".mkv", ".webm", ".mov")  # what yt-dlp may write a clip as
 
 
+MIN_NODE = 22  # the oldest Node.js major release yt-dlp's YouTube extraction runs on
+
+
+def node_version(node: str) -> str | None:
+    """``node --version`` without its ``v`` (``20.11.0``), or None when it does not answer."""
+    try:
+        out = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.lstrip("v") or None
+
+
 def js_runtime() -> tuple[str, str] | None:
     """``(name, path)`` of a JavaScript runtime yt-dlp can use for YouTube: deno, or node >= 22, on ``PATH`` or
     beside this interpreter (a venv with PyPI's ``deno``)."""
@@ -29,13 +41,12 @@ def js_runtime() -> tuple[str, str] | None:
     if deno:
         return "deno", deno
     node = shutil.which("node", path=path)
-    if node:
-        try:
-            out = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=10).stdout
-            if int(out.strip().lstrip("v").split(".")[0]) >= 22:
-                return "node", node
-        except (OSError, ValueError, subprocess.SubprocessError):
-            pass
+    version = node_version(node) if node else None
+    try:
+        if version and int(version.split(".")[0]) >= MIN_NODE:
+            return "node", node
+    except ValueError:
+        pass
     return None
 
 
