@@ -230,3 +230,20 @@ def test_doctor_names_a_node_that_is_too_old(tmp_path):
         pytest.skip("a deno beside this interpreter answers first")
     assert f"node 20.11.1 at {node}, older than the 22" in result.stdout, result.stdout
     assert "pip install deno" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("typo", "meant"),
+    [
+        (["--modle", "hold"], "--model"),
+        (["--model", "hold", "--resme"], "--resume"),
+        (["--model", "hold", "--no-progres", "--limit", "2"], "--no-progress"),
+        (["--model", "hold", "--tsks", "a"], "--tasks"),
+    ],
+)
+def test_a_mistyped_option_is_no_such_option_with_the_closest_name(typo, meant, sample_ds, tmp_path):
+    result = CliRunner().invoke(main, ["infer", "--dataset", str(sample_ds), "-o", str(tmp_path / "r"), *typo])
+    assert result.exit_code == 2, result.output
+    assert f"No such option '{typo[0] if typo[0] != '--model' else typo[2]}'" in result.output, result.output
+    assert meant in result.output.splitlines()[-1], result.output
+    assert not (tmp_path / "r").exists()

@@ -302,12 +302,23 @@ SUITE_OPTION = click.option(
 )
 
 
+def declared_suite_flags(command: str) -> set[str]:
+    """Every ``--name`` a registered suite declares for ``command``."""
+    from persistbench.core.suites import suite_class, suites
+
+    return {o.flag for name in suites() for o in suite_class(name).option_specs if command in o.commands}
+
+
 class SuiteCommand(click.Command):
-    """A command that also takes its suite's options: ``--name VALUE`` and ``--name=VALUE`` tokens that are
-    none of its own options are set aside (``ctx.meta["suite_args"]``) before click parses the rest."""
+    """A command that also takes its suite's options: ``--name VALUE`` and ``--name=VALUE`` tokens that some
+    registered suite declares for this command are set aside (``ctx.meta["suite_args"]``) before click parses
+    the rest; any other unknown ``--name`` is click's ``No such option``, with the closest names."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        import difflib
+
         own = {o for p in self.params for o in (*p.opts, *p.secondary_opts)} | set(ctx.help_option_names)
+        declared = declared_suite_flags(self.name or "")
         kept, pulled, i = [], [], 0
         while i < len(args):
             token = args[i]
@@ -315,6 +326,9 @@ class SuiteCommand(click.Command):
                 kept += args[i:]
                 break
             name, eq, value = token.partition("=")
+            if token.startswith("--") and len(token) > 2 and name not in own and name not in declared:
+                close = difflib.get_close_matches(name, sorted(own | declared), n=3)
+                raise click.NoSuchOption(name, possibilities=close, ctx=ctx)
             if token.startswith("--") and len(token) > 2 and name not in own:
                 if not eq:
                     if i + 1 >= len(args):
