@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -246,4 +247,42 @@ def test_a_mistyped_option_is_no_such_option_with_the_closest_name(typo, meant, 
     assert result.exit_code == 2, result.output
     assert f"No such option '{typo[0] if typo[0] != '--model' else typo[2]}'" in result.output, result.output
     assert meant in result.output.splitlines()[-1], result.output
+    assert not (tmp_path / "r").exists()
+
+
+BROKEN_MODEL = """
+from persistbench.models import BaseModel
+
+
+class Broken(BaseModel):
+    num_frames = 4
+    resolution = (32, 48)
+
+    def predict(self, inp):
+        return deep_inside(inp)
+
+
+def deep_inside(inp):
+    raise ValueError("shape mismatch in layer 3")
+"""
+
+
+def test_a_model_that_raises_keeps_its_traceback_in_the_record_and_a_log(sample_ds, tmp_path):
+    (tmp_path / "broken.py").write_text(BROKEN_MODEL)
+    run = tmp_path / "run"
+    args = ["infer", "--model", f"{tmp_path / 'broken.py'}:Broken", "--dataset", sample_ds, "--limit", "1"]
+    line = refused(run_cli(*args, "--output", run, "--no-progress"), "model raised ValueError", "traceback: ")
+    log = Path(line.split("traceback: ")[1].rstrip(")").split(")")[0])
+    assert log.parent == run / ".state" / "logs" and "in deep_inside" in log.read_text()
+    record = json.loads(next((run / ".state" / "records").glob("*.json")).read_text())
+    assert "in deep_inside" in record["reason"]
+    debug = run_cli("--debug", *args, "--output", tmp_path / "run2", "--no-progress")
+    assert debug.returncode == 1 and "in deep_inside" in debug.stderr, debug.stderr
+    debug = run_cli(*args, "--output", tmp_path / "run3", "--no-progress", env={"PERSISTBENCH_DEBUG": "1"})
+    assert "in deep_inside" in debug.stderr
+
+
+def test_a_bad_model_leaves_no_run_folder(sample_ds, tmp_path):
+    refused(run_cli("infer", "--model", "nope.py:X", "--dataset", sample_ds, "-o", tmp_path / "r"), "no such file")
+    refused(run_cli("infer", "--model", "holdd", "--dataset", sample_ds, "-o", tmp_path / "r"), "unknown model")
     assert not (tmp_path / "r").exists()

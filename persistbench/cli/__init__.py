@@ -10,6 +10,7 @@ starts fast.
 from __future__ import annotations
 
 import importlib
+import os
 
 import click
 
@@ -53,5 +54,12 @@ class Main(ErrorTable):
 
 @click.group(cls=Main, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="persistbench")
-def main() -> None:
+@click.option(
+    "--debug",
+    is_flag=True,
+    help="Show tracebacks (of models, backends and the judge too); the same as PERSISTBENCH_DEBUG=1.",
+)
+def main(debug: bool) -> None:
     """Benchmark visual memory of video and 4D models on reprojected 360-degree videos."""
+    if debug:
+        os.environ["PERSISTBENCH_DEBUG"] = "1"  # worker processes inherit it

@@ -12,9 +12,11 @@ Anything else is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+import traceback
+
 import click
 
-from persistbench.core.errors import PersistbenchError, UsageError, os_error_line
+from persistbench.core.errors import ForeignError, PersistbenchError, UsageError, debugging, os_error_line
 
 
 def network_error(e: BaseException) -> bool:
@@ -44,6 +46,8 @@ def translate(e: Exception, ctx: click.Context) -> click.ClickException | None:
     """The click exception the table gives ``e``, or None (a bug: re-raise it)."""
     if isinstance(e, UsageError):
         return click.UsageError(str(e), ctx)
+    if isinstance(e, ForeignError) and not debugging():
+        return click.ClickException(f"{e} (persistbench --debug shows the traceback)")
     if isinstance(e, PersistbenchError):
         return click.ClickException(str(e))
     if isinstance(e, OSError):
@@ -82,6 +86,10 @@ class ErrorTable(click.Group):
         except click.ClickException:
             raise
         except Exception as e:
+            if debugging() and isinstance(e, PersistbenchError):
+                traceback.print_exc()
+                if isinstance(e, ForeignError) and e.details:
+                    click.echo(e.details, err=True)
             translated = translate(e, ctx.meta.get(CommandContext, ctx))
             if translated is None:
                 raise

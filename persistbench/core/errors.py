@@ -7,6 +7,29 @@ class PersistbenchError(Exception):
     """Bad input or environment; the CLI prints ``error: <message>`` and exits non-zero."""
 
 
+class ForeignError(PersistbenchError):
+    """Code that is not ours raised (a model's ``predict`` or constructor, a backend's loader): the message is
+    one line, ``details`` its traceback, kept in the case's record and log and shown with ``--debug``."""
+
+    def __init__(self, message: str, details: str = "") -> None:
+        super().__init__(message)
+        self.details = details
+
+
+def foreign(message: str) -> ForeignError:
+    """A :class:`ForeignError` with ``message``'s first line and the traceback being handled now."""
+    import traceback
+
+    return ForeignError(message.splitlines()[0] if message else message, traceback.format_exc())
+
+
+def debugging() -> bool:
+    """Whether tracebacks are shown (``persistbench --debug`` or ``PERSISTBENCH_DEBUG=1``)."""
+    import os
+
+    return os.environ.get("PERSISTBENCH_DEBUG", "") not in ("", "0")
+
+
 class UsageError(PersistbenchError):
     """The command was called in a way that cannot work (e.g. on a folder without cases); exit code 2."""
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from persistbench import __version__
-from persistbench.core.errors import PersistbenchError, UsageError
+from persistbench.core.errors import PersistbenchError, UsageError, foreign
 from persistbench.core.layout import STATE_DIR, RunLayout
 from persistbench.core.outputs import RUN, check_output
 from persistbench.core.runs import RunRecord, case_complete, read_run_info
@@ -163,8 +163,8 @@ def infer_case(key: tuple[str, str], opts: InferOptions) -> None:
         raise
     except SystemExit as e:  # the model's own code ended the process: that case fails, the run goes on
         raise PersistbenchError(f"{case_id}: model called sys.exit({e.code!r}) in predict()") from None
-    except Exception as e:  # the model's own code: one line, the run goes on
-        raise PersistbenchError(f"{case_id}: model raised {type(e).__name__}: {e}".splitlines()[0]) from None
+    except Exception as e:  # the model's own code: one line, the run goes on; its traceback in the case's log
+        raise foreign(f"{case_id}: model raised {type(e).__name__}: {e}") from None
     try:
         frames, masks, projection = validate_output(out, req.n_frames, req.size)
     except ValueError as e:
@@ -301,6 +301,7 @@ def infer(
             f"{', '.join(sorted({c.subset for c in everything}))}"
         )
     cases = selection.apply(everything, lambda c: c.subset)
+    resolve(opts.model)  # an unknown or broken --model is refused before the run's folder is made
     check_output(opts.output, inputs=[("dataset", opts.dataset)], accepts=(RUN,))
     check_writable(opts.output)
     start_run(opts, resume or (selection.shard is not None and not overwrite), overwrite)

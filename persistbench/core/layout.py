@@ -129,6 +129,11 @@ def stage_record(state_dir: str | os.PathLike, key: str) -> Path:
     return child(stage_records_dir(state_dir), f"{key}.json")
 
 
+def stage_log(state_dir: str | os.PathLike, key: str) -> Path:
+    """The traceback of one case whose model or backend raised: ``<state>/logs/<key>.log``."""
+    return child(Path(state_dir), "logs", f"{key}.log")
+
+
 def stage_lock(state_dir: str | os.PathLike, key: str) -> Path:
     """The lock a worker holds while it runs one case of a stage."""
     return child(Path(state_dir), "locks", f"{key}.lock")

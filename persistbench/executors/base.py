@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import time
 import traceback
 from abc import ABC, abstractmethod
@@ -29,9 +30,9 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from persistbench.core import timing
-from persistbench.core.errors import PersistbenchError, os_error_line
-from persistbench.core.layout import stage_lock, stage_record, stage_records_dir
-from persistbench.io.files import file_lock, read_json, write_json
+from persistbench.core.errors import ForeignError, PersistbenchError, debugging, os_error_line
+from persistbench.core.layout import stage_lock, stage_log, stage_record, stage_records_dir
+from persistbench.io.files import file_lock, read_json, write_json, write_text
 
 T = TypeVar("T")
 DEFAULT_MAX_RETRIES = 2  # a case whose worker dies is run at most 1 + this many times
@@ -172,13 +173,26 @@ class Job(Generic[T]):
             try:
                 self.work(item)
                 status, reason = "done", ""
+            except ForeignError as e:  # the user's code: one line pointing to its log, the traceback in the record
+                log = self._log(key, e.details)
+                status, reason = "failed", f"{str(e).splitlines()[0]} (traceback: {log})\n{e.details}"
             except PersistbenchError as e:
                 status, reason = "failed", str(e).splitlines()[0]
             except OSError as e:  # the environment (disk full, permissions), not a bug: one line naming the path
                 status, reason = "failed", os_error_line(e)
-            except Exception as e:  # a bug, not bad input: the traceback goes to the record
-                status, reason = "failed", f"internal error: {type(e).__name__}: {e}\n{traceback.format_exc()}"
+            except Exception as e:  # a bug (ours, a backend's), not bad input: the traceback to the record and log
+                details = traceback.format_exc()
+                line = f"internal error: {type(e).__name__}: {e}".splitlines()[0]
+                status, reason = "failed", f"{line} (traceback: {self._log(key, details)})\n{details}"
         return Outcome(key, status, reason, time.perf_counter() - start, 1, dict(phases), worker)
+
+    def _log(self, key: str, details: str) -> Path:
+        """Write a case's traceback to ``<state>/logs/<key>.log`` (shown on stderr too with ``--debug``)."""
+        path = stage_log(self.state_dir, key)
+        write_text(path, details)
+        if debugging():
+            print(f"{key}:\n{details}", file=sys.stderr, flush=True)
+        return path
 
 
 @dataclass(frozen=True)

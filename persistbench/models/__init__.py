@@ -16,7 +16,7 @@ from collections.abc import Callable
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from persistbench.core.errors import PersistbenchError
+from persistbench.core.errors import PersistbenchError, foreign
 from persistbench.models.base import BaseModel, ModelInput, ModelOutput
 
 __all__ = ["BaseModel", "ModelInput", "ModelOutput", "BUILTINS", "resolve", "load_model"]
@@ -48,7 +48,7 @@ def _from_file(path: str, name: str, spec: str) -> type:
     try:
         loader_spec.loader.exec_module(module)
     except Exception as e:  # the user's file: report any error it raises on import
-        raise PersistbenchError(f"--model {spec}: importing {path} failed: {type(e).__name__}: {e}") from None
+        raise foreign(f"--model {spec}: importing {path} failed: {type(e).__name__}: {e}") from None
     if not hasattr(module, name):
         raise PersistbenchError(f"--model {spec}: {path} defines no {name}")
     return getattr(module, name)
@@ -67,7 +67,7 @@ def resolve(spec: str) -> Callable[..., BaseModel]:
         try:
             return registered[spec].load()
         except Exception as e:  # a third-party package: report whatever its import raises
-            raise PersistbenchError(f"--model {spec}: entry point {registered[spec].value} failed: {e}") from None
+            raise foreign(f"--model {spec}: entry point {registered[spec].value} failed: {e}") from None
     target, sep, name = spec.rpartition(":")
     if sep and target.endswith(".py"):
         return _from_file(target, name, spec)
@@ -87,4 +87,4 @@ def load_model(spec: str, device: str = "cpu", config: dict | None = None) -> Ba
     except PersistbenchError:
         raise
     except Exception as e:  # the model's own constructor
-        raise PersistbenchError(f"--model {spec}: constructing the model failed: {type(e).__name__}: {e}") from None
+        raise foreign(f"--model {spec}: constructing the model failed: {type(e).__name__}: {e}") from None
