@@ -286,3 +286,21 @@ def test_a_bad_model_leaves_no_run_folder(sample_ds, tmp_path):
     refused(run_cli("infer", "--model", "nope.py:X", "--dataset", sample_ds, "-o", tmp_path / "r"), "no such file")
     refused(run_cli("infer", "--model", "holdd", "--dataset", sample_ds, "-o", tmp_path / "r"), "unknown model")
     assert not (tmp_path / "r").exists()
+
+
+@pytest.fixture(scope="module")
+def hold_run(sample_ds, tmp_path_factory) -> Path:
+    """``hold``'s predictions of the bundled sample."""
+    run = tmp_path_factory.mktemp("hold") / "hold"
+    assert run_cli("infer", "--model", "hold", "--dataset", sample_ds, "-o", run, "--no-progress").returncode == 0
+    return run
+
+
+def test_a_requested_metric_computed_for_no_case_fails_the_command(hold_run, tmp_path):
+    run = Path(shutil.copytree(hold_run, tmp_path / "hold"))
+    env = _without(tmp_path, "torch")
+    line = refused(
+        run_cli("score", "--pred", run, "--metrics", "lpips,psnr", "--no-progress", env=env), "could not be computed"
+    )
+    assert line.startswith("Error: lpips") and "torch" in line
+    assert run_cli("score", "--pred", run, "--metrics", "psnr", "--no-progress", env=env).returncode == 0

@@ -222,6 +222,7 @@ def score(
     opts = replace(opts, suite=name, suite_options={**recorded_options(run_info, run, name), **opts.suite_options})
     suite = opts.open_suite()
     protocol = opts.load_protocol(suite)
+    asked = opts.metrics  # named with --metrics (None: the protocol's)
     wanted = wanted_metrics(protocol, opts.metrics)
     check_output(run.scores_root, inputs=[("dataset", opts.dataset)], accepts=None, option="--pred")
     check_writable(run.scores_root)
@@ -271,7 +272,16 @@ def score(
     results = [read_json(run.case_scores(protocol.dirname, c.subset, c.case_id)) for c in cov.present]
     header = ScoresHeader.of(run, run_info, suite, protocol, fingerprint, results, cov)
     result.value = write_aggregates(run, suite, protocol, header, results, _context(opts, ()))
+    never = {m: header.unavailable[m] for m in asked or () if m in never_computed(results)}
+    if never:  # named with --metrics and without a value in any case: the command fails, saying why
+        result.value["failed_metrics"] = {**never, **(result.value.get("failed_metrics") or {})}
     return result
+
+
+def never_computed(results: list[dict]) -> set[str]:
+    """The metrics every case's record states unavailable (none when there are no cases)."""
+    sets = [set(r.get("unavailable") or {}) for r in results]
+    return set.intersection(*sets) if sets else set()
 
 
 @dataclass
