@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 import matplotlib.colors
+import numpy as np
 import pytest
 from click.testing import CliRunner
 from clirun import refused, run_cli
@@ -304,3 +305,23 @@ def test_a_requested_metric_computed_for_no_case_fails_the_command(hold_run, tmp
     )
     assert line.startswith("Error: lpips") and "torch" in line
     assert run_cli("score", "--pred", run, "--metrics", "psnr", "--no-progress", env=env).returncode == 0
+
+
+def test_run_json_says_how_the_model_inputs_were_resized(sample_ds, hold_run):
+    """The sampling note is made from the resize the request runs (PIL bilinear), not written by hand."""
+    from persistbench.core.suite import CaseRef
+    from persistbench.core.suites import open_suite
+    from persistbench.geometry.sampling import crop_box, crop_resize
+
+    info = json.loads((hold_run / "run.json").read_text())
+    assert "bilinear resize (PIL, antialiased)" in info["protocol"]["sampling"]
+    assert "area" not in info["protocol"]["sampling"]
+    suite = open_suite(sample_ds)
+    case = suite.cases()[0]
+    req = suite.request(CaseRef(case.subset, case.case_id), 3, (48, 80), False)
+    first = next(iter(suite.case(case.subset, case.case_id).view("view_0").frames()))
+    box = crop_box(first.shape[:2], (48, 80))
+    pil = crop_resize(first, box, (48, 80), rgb="pil-bilinear")
+    area = crop_resize(first, box, (48, 80), rgb="area")
+    got = np.round(req.fields["input_frames"][0] * 255).astype(np.uint8)
+    assert np.array_equal(got, pil) and not np.array_equal(got, area)

@@ -19,6 +19,22 @@ from persistbench.geometry.camera import Camera
 from persistbench.io.images import resize_images
 
 RGB_RESIZE = ("area", "linear", "cubic", "pil-bilinear")  # "area": area when shrinking, linear when enlarging
+MODEL_INPUT_RESIZE = "pil-bilinear"  # how the public toolkit resizes a model's input frames
+
+# What run.json records of a request's sampling, in words made from the rules below (never written by hand).
+SAMPLE_RULE = "np.linspace(0, T-1, num_frames).round()"
+CROP_RULE = "centre crop to the aspect ratio (the cropped side truncated with int())"
+_RESIZE_WORDS = {
+    "area": "area resize (linear when enlarging)",
+    "linear": "bilinear resize (OpenCV)",
+    "cubic": "bicubic resize (OpenCV)",
+    "pil-bilinear": "bilinear resize (PIL, antialiased)",
+}
+
+
+def describe_resize(rgb: str) -> str:
+    """How :func:`crop_resize` resizes RGB with ``rgb`` (one of :data:`RGB_RESIZE`), in words."""
+    return _RESIZE_WORDS[rgb]
 
 
 def sample_indices(n_frames: int, num_frames: int) -> np.ndarray:
@@ -79,7 +95,7 @@ def crop_resize(
     return cv2.resize(crop, (out[1], out[0]), interpolation=interp)
 
 
-def sampled_frames(view, idx: np.ndarray, box, out_size, rgb: str = "pil-bilinear") -> np.ndarray:
+def sampled_frames(view, idx: np.ndarray, box, out_size, rgb: str = MODEL_INPUT_RESIZE) -> np.ndarray:
     """The view's frames at ``idx``, cropped and resized to ``out_size`` = (h, w): ``[n, h, w, 3]`` uint8
     (one decode pass). PIL bilinear by default, as the public toolkit prepares a model's inputs and
     its ground truth."""

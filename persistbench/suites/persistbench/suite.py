@@ -12,7 +12,11 @@ from persistbench.core.suite import Request, Suite
 from persistbench.core.synth import synth_option
 from persistbench.executors import RunResult
 from persistbench.geometry.sampling import (
+    CROP_RULE,
+    MODEL_INPUT_RESIZE,
+    SAMPLE_RULE,
     crop_box,
+    describe_resize,
     fit_camera,
     sample_indices,
     sampled_frames,
@@ -123,7 +127,7 @@ class PersistBench(Suite):
         return f"wrote {cfg.scenes} scenes: {generate(out, cfg, base_url, progress=progress)}"
 
     def sampling_note(self) -> str:
-        return "np.linspace(0, T-1, num_frames).round(); centre crop to the aspect ratio; area resize"
+        return f"{SAMPLE_RULE}; {CROP_RULE}; {describe_resize(MODEL_INPUT_RESIZE)}"
 
     def request(self, ref, num_frames: int, resolution: tuple[int, int], oracle: bool) -> Request:
         """``view_0``'s sampled frames and both cameras; the ``center`` view is what the model renders."""
@@ -137,7 +141,7 @@ class PersistBench(Suite):
         return Request(
             fields={
                 "uid": case.case_id,
-                "input_frames": sampled_frames(source, idx, box, out).astype(np.float32) / 255.0,
+                "input_frames": sampled_frames(source, idx, box, out, MODEL_INPUT_RESIZE).astype(np.float32) / 255.0,
                 "input_cameras": _camera(source, idx, box, out, size),
                 "target_cameras": _camera(target, idx, box, out, size),
             },

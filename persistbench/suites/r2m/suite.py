@@ -29,7 +29,14 @@ from persistbench.core.suite import Prediction, Request, Suite
 from persistbench.core.synth import synth_option
 from persistbench.executors import RunResult
 from persistbench.geometry.camera import Camera
-from persistbench.geometry.sampling import crop_box, crop_resize, fit_camera, target_size
+from persistbench.geometry.sampling import (
+    CROP_RULE,
+    crop_box,
+    crop_resize,
+    describe_resize,
+    fit_camera,
+    target_size,
+)
 from persistbench.io.files import check_regular, read_json, sha256_file, write_json
 from persistbench.io.images import image_size, read_image
 from persistbench.io.limits import check_asked_size, check_frame_size, check_memory
@@ -38,6 +45,8 @@ from persistbench.io.video import count_frames, probe, read_frames
 from persistbench.suites.r2m import layout, pairs, scoring, upstream_pairs
 from persistbench.suites.r2m.data import Checkout, R2MCase, Trajectory, fps_of, read_trajectory
 from persistbench.suites.r2m.scorers import SCORERS
+
+INPUT_RESIZE = "area"  # how the conditioning image is resized for a model
 
 
 @functools.lru_cache(maxsize=8)
@@ -222,7 +231,7 @@ class R2MBench(Suite):
 
     def sampling_note(self) -> str:
         return (
-            "the conditioning image at pose 0, centre-cropped to the aspect ratio and area-resized; every pose as a "
+            f"the conditioning image at pose 0: {CROP_RULE}; {describe_resize(INPUT_RESIZE)}; every pose as a "
             "target camera, K cropped from its 2cx x 2cy frame to the aspect ratio and scaled"
         )
 
@@ -234,7 +243,7 @@ class R2MBench(Suite):
         image = conditioning_image(case)
         h, w = image.shape[:2]
         out = target_size((h, w), resolution)
-        frame = crop_resize(image, crop_box((h, w), resolution), out)
+        frame = crop_resize(image, crop_box((h, w), resolution), out, rgb=INPUT_RESIZE)
         cam = fit_camera(Camera(traj.k, *traj.size, traj.rigid_poses), crop_box(traj.size, out), out)
         return Request(
             fields={

@@ -30,7 +30,15 @@ from persistbench.core.runs import case_record
 from persistbench.core.suite import CaseRef, Prediction, Request, Suite
 from persistbench.core.synth import synth_option
 from persistbench.executors import RunResult
-from persistbench.geometry.sampling import crop_box, crop_resize, sample_indices, target_size
+from persistbench.geometry.sampling import (
+    CROP_RULE,
+    SAMPLE_RULE,
+    crop_box,
+    crop_resize,
+    describe_resize,
+    sample_indices,
+    target_size,
+)
 from persistbench.io.files import read_json, sha256_file
 from persistbench.io.limits import MAX_FRAMES, check_asked_size, check_frame_size, check_memory
 from persistbench.io.names import name_problem
@@ -38,6 +46,8 @@ from persistbench.io.video import probe, read_frames
 from persistbench.suites.wrop import corpus, layout
 from persistbench.suites.wrop.scorers import SCORERS
 from persistbench.suites.wrop.taxonomy import taxonomy
+
+INPUT_RESIZE = "area"  # how input frames are resized for a model
 
 
 @functools.lru_cache(maxsize=4)
@@ -308,8 +318,8 @@ class Wrop(Suite):
 
     def sampling_note(self) -> str:
         return (
-            "num_frames input frames evenly spaced over the input video (the last included), centre-cropped to the "
-            "aspect ratio and area-resized; no cameras; n_targets = the target video's length"
+            f"num_frames input frames {SAMPLE_RULE} over the input video (the last included); {CROP_RULE}; "
+            f"{describe_resize(INPUT_RESIZE)}; no cameras; n_targets = the target video's length"
         )
 
     def _decode(self, archive: corpus.TaskSamples, sample: str, video: str) -> tuple[np.ndarray, float]:
@@ -335,7 +345,9 @@ class Wrop(Suite):
         targets, _ = self._decode(archive, sample, layout.TARGET_VIDEO)
         size = inputs.shape[1:3]
         box, out = crop_box(size, resolution), target_size(size, resolution)
-        frames = np.stack([crop_resize(inputs[i], box, out) for i in sample_indices(len(inputs), num_frames)])
+        frames = np.stack(
+            [crop_resize(inputs[i], box, out, rgb=INPUT_RESIZE) for i in sample_indices(len(inputs), num_frames)]
+        )
         truth = None
         if oracle:
             gt = np.stack([crop_resize(f, crop_box(targets.shape[1:3], out), out) for f in targets])
