@@ -513,3 +513,33 @@ def test_upstreams_sampler_samples_for_each_videos_length(r2m_tree, tmp_path):
         assert want["revisit"] and all(f < (n_video or len(traj.poses)) for p in want["revisit"] for f in p), t
         if n_video:  # other lists than the trajectory's: what a 300-frame video gets is sampled for it
             assert want != upstream_pairs.sample(traj.poses, params)[0]
+
+
+def test_a_partial_overall_is_marked_and_videos_are_counted_as_videos(kind_summaries):
+    """Scored on one family of five, Overall is partial (said so); pose-rendered videos are the reference."""
+    pose, time, static = (kind_summaries[k] for k in ("pose", "time", "static"))
+    assert pose["overall"] is not None and pose["partial"] is True
+    assert any("not requested" in why for why in pose["overall_partial"])
+    assert pose["oracle"] is True and "pose-rendered" in pose["reference"]
+    assert time["oracle"] is False and time["partial"] is True
+    assert pose["videos"] == 6 and pose["valid_videos"] == 6 and pose["excluded_videos"] == 0
+    assert static["valid_videos"] == 0 and static["excluded_videos"] == 6  # 6 videos, not 6 x 2 metrics
+
+
+def test_the_report_and_leaderboard_mark_a_partial_overall_and_the_reference(tree, tmp_path):
+    import csv
+
+    from persistbench.core.report import build_report
+
+    runs = []
+    for kind in ("pose", "time"):
+        run = Path(shutil.copytree(tree / "videos" / kind, tmp_path / kind))
+        _score(run, tree, allow_partial=True)
+        runs.append(run)
+        row = next(csv.DictReader((run / "scores" / "r2m-v2" / "leaderboard.csv").open()))
+        assert row["partial"] == "True" and "not requested" in row["overall_partial"]
+        assert row["oracle"] == str(kind == "pose")
+    html = build_report(runs, tmp_path / "report.html").read_text()
+    board = html[html.index('id="leaderboard"') : html.index("</table>", html.index('id="leaderboard"'))]
+    assert "pose (reference)" in board and board.count("(partial)") == 2
+    assert "is a reference, not a result" in html

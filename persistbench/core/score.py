@@ -340,9 +340,15 @@ class ScoresHeader:
 def write_aggregates(
     run: RunLayout, suite: Suite, protocol: Protocol, header: ScoresHeader, results: list[dict], ctx: ScoreContext
 ) -> dict:
-    """``results.json``, ``summary.json``, ``leaderboard.csv`` and ``summary.md`` from the per-case results."""
+    """``results.json``, ``summary.json``, ``leaderboard.csv`` and ``summary.md`` from the per-case results.
+
+    A scorer's ``summarise`` may name reasons its numbers are partial beyond the cases' coverage
+    (``partial_reasons`` in its header fields: R2M-Bench's Overall over some families); ``partial`` is then
+    true, and said in every output, as ``oracle`` is for a reference run (a scorer may set it too)."""
     extra, body = protocol.scorer.summarise(suite, results, protocol, ctx)
+    reasons = list(extra.pop("partial_reasons", []))
     head = {**header.to_json(), **extra}
+    head["partial"] = header.partial or bool(reasons)
     summary = {**head, **body}
     write_json(run.results_json(protocol.dirname), {**head, "cases": results})
     write_json(run.summary_json(protocol.dirname), summary)
@@ -350,10 +356,13 @@ def write_aggregates(
     row = {
         "run": header.run,
         "model": header.model,
-        "oracle": header.oracle,
-        "partial": header.partial,
+        "oracle": head["oracle"],
+        "partial": head["partial"],
         "protocol": protocol.name,
         "protocol_sha256": protocol.sha256[:12],
+        "dataset_fingerprint": header.dataset_fingerprint[:12],
+        "toolkit_version": header.toolkit_version,
+        **({"mask_source": summary["mask_source"]} if "mask_source" in summary else {}),
         **columns,
     }
     buf = io.StringIO()
@@ -361,11 +370,21 @@ def write_aggregates(
     writer.writeheader()
     writer.writerow(row)
     write_text(run.leaderboard_csv(protocol.dirname), buf.getvalue())
-    lines = [f"# {header.run} ({header.model}), protocol {protocol.name} ({protocol.sha256[:12]})", ""]
-    if header.oracle:
+    masks = f", masks: {summary['mask_source']}" if "mask_source" in summary else ""
+    lines = [
+        f"# {header.run} ({header.model}), protocol {protocol.name} ({protocol.sha256[:12]})",
+        "",
+        f"dataset fingerprint {header.dataset_fingerprint[:12]}, persistbench {header.toolkit_version}{masks}",
+        "",
+    ]
+    if head["oracle"] and summary.get("reference"):
+        lines.append(f"**reference run: {summary['reference']}; it is not a result.**\n")
+    elif head["oracle"]:
         lines.append("**oracle run: copies the ground truth; it checks the scorer and is not a result.**\n")
     if header.partial:
         lines.append(f"**partial: {'; '.join(header.problems)}; those cases were not scored.**\n")
+    for why in reasons:
+        lines.append(f"**partial: {why}.**\n")
     for m, why in header.unavailable.items():
         lines.append(f"**{m} unavailable: {why}**\n")
     write_text(run.summary_md(protocol.dirname), "\n".join(lines + table) + "\n")

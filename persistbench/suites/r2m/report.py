@@ -22,17 +22,29 @@ def _metrics(runs: list[dict]) -> list[str]:
     return order({m for r in runs for m in r["summary"]["metrics"]})
 
 
-def profile(runs: list[dict]) -> bytes:
+def label(run: dict) -> str:
+    """A run's name, marked where it is a reference (the pose-rendered videos) rather than a result."""
+    return f"{run['name']} (reference)" if run["summary"].get("oracle") else run["name"]
+
+
+def overall_cell(summary: dict) -> str:
+    """Overall NMR, marked ``(partial)`` where it stands on fewer families or trajectories than the protocol's."""
+    value = fmt(summary["overall"])
+    return f"{value} (partial)" if summary["overall"] is not None and summary.get("overall_partial") else value
+
+
+def profile_figure(runs: list[dict]):
     """One panel per run: NMR per family (bars) for each trajectory; a family's trajectory value is the
-    mean of its metrics' NMR there."""
+    mean of its metrics' NMR there. A panel's title gives the run's Overall (marked when partial)."""
     plt = pyplot()
     families = _families(runs)
-    fig, axes = plt.subplots(1, len(runs), figsize=(3.4 * len(runs), 2.9), squeeze=False)
+    fig, axes = plt.subplots(1, len(runs), figsize=(3.8 * len(runs), 3.2), squeeze=False)
     for ax, r in zip(axes[0], runs):
         s = r["summary"]
         traj = list(s["trajectories"])
         x = np.arange(len(traj))
         width = 0.8 / max(len(families), 1)
+        drawn = False
         for k, fam in enumerate(families):
             ms = [m for m in s["families"].get(fam, {}).get("metrics", []) if m in s["metrics"]]
             vals = []
@@ -40,12 +52,21 @@ def profile(runs: list[dict]) -> bytes:
                 v = [s["trajectories"][t][m]["nmr"] for m in ms if s["trajectories"][t][m]["nmr"] is not None]
                 vals.append(float(np.mean(v)) if v else np.nan)
             ax.bar(x + (k - (len(families) - 1) / 2) * width, vals, width, label=fam)
+            drawn = drawn or bool(np.isfinite(vals).any())
         ax.axhline(1.0, color="#888", lw=0.8, ls="--")
         ax.axhline(0.0, color="#444", lw=0.8)
-        ax.set_xticks(x, traj, fontsize=8)
-        ax.set_title(f"{r['name']}: NMR", fontsize=9)
+        ax.set_xticks(x, traj, fontsize=7, rotation=30, ha="right")
+        ax.set_title(f"{label(r)}: Overall {overall_cell(s)}", fontsize=9, color=r["colour"])
+        if not drawn:
+            ax.text(
+                0.5, 0.5, "no family has an NMR here", transform=ax.transAxes, ha="center", fontsize=8, color="#555"
+            )
     axes[0][0].legend(fontsize=7)
-    return figure_png(fig)
+    return fig
+
+
+def profile(runs: list[dict]) -> bytes:
+    return figure_png(profile_figure(runs))
 
 
 def scatter(runs: list[dict], metric: str) -> bytes:
@@ -90,22 +111,29 @@ def sections(runs: list[dict], advance: Callable[[int], object]) -> tuple[str, l
         "consistent as neighbouring frames; 0: no memory. Videos that hardly change (DynamicRange <= epsilon) "
         "are excluded and counted."
     )
-    head = ["run", "model", "Overall"] + families + metrics + ["valid videos", "excluded"]
+    head = ["run", "model", "Overall"] + families + metrics + ["valid videos", "excluded videos"]
     rows = []
     for r in runs:
         s = r["summary"]
-        cells = [r["name"], str(s.get("model")), fmt(s["overall"])]
+        cells = [label(r), str(s.get("model")), overall_cell(s)]
         cells += [fmt(s["families"].get(f, {}).get("nmr")) for f in families]
         cells += [fmt(s["metrics"].get(m, {}).get("nmr")) for m in metrics]
-        cells += [
-            str(sum(v["valid"] for v in s["metrics"].values())),
-            str(sum(v["excluded"] for v in s["metrics"].values())),
-        ]
+        cells += [str(s.get("valid_videos", "n/a")), str(s.get("excluded_videos", "n/a"))]
         rows.append(cells)
     notes = [
         tag("p", f"{r['name']}: Overall n/a: {r['summary']['overall_note']}", class_="note")
         for r in runs
         if r["summary"]["overall"] is None and r["summary"].get("overall_note")
+    ]
+    notes += [
+        tag("p", f"{r['name']}: Overall partial: {'; '.join(r['summary']['overall_partial'])}", class_="note")
+        for r in runs
+        if r["summary"]["overall"] is not None and r["summary"].get("overall_partial")
+    ]
+    notes += [
+        tag("p", f"{r['name']} is a reference, not a result: {r['summary']['reference']}", class_="note")
+        for r in runs
+        if r["summary"].get("oracle") and r["summary"].get("reference")
     ]
     unavailable = {m: why for r in runs for m, why in r["summary"].get("unavailable", {}).items()}
     notes += [tag("p", f"{m} unavailable: {why}", class_="note") for m, why in unavailable.items()]

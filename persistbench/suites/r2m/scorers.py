@@ -55,8 +55,10 @@ class NmrScorer(Scorer):
         return scoring.merge(new, old)
 
     def summarise(self, suite, results: list[dict], protocol: Protocol, ctx: ScoreContext) -> tuple[dict, dict]:
-        body = scoring.summarise(results, suite.checkout.trajectories, protocol.config["epsilon"], ctx.allow_partial)
-        return {}, body.to_json()
+        body = scoring.summarise(
+            results, suite.checkout.trajectories, protocol.config["epsilon"], ctx.allow_partial, protocol.metrics
+        )
+        return {"partial_reasons": body.overall_partial, **suite.reference_of(results)}, body.to_json()
 
     def tables(self, summary: dict) -> tuple[list[str], dict[str, str]]:
         return scoring.tables(summary)

@@ -332,10 +332,13 @@ class R2MSummary:
     families: dict[str, dict]  # family -> {nmr, metrics, available}
     overall: float | None
     overall_note: str | None  # why Overall is missing or partial
+    overall_partial: list[str]  # why Overall stands on less than the protocol's families and trajectories
     trajectory_overall: dict[str, float | None]  # T -> the mean of its families' means of metric NMRs there
     unavailable: dict[str, str]  # metric -> reason
     backends: dict[str, list]  # backend -> the distinct weights / judges the videos were scored with
     videos: int
+    valid_videos: int  # videos with a relative score for at least one metric
+    excluded_videos: int  # videos without one (DR <= epsilon, failed or missing pairs, for every metric)
     short_videos: int  # shorter than their trajectory
     dropped_pairs: dict[str, int]  # per kind
     judge_failures: dict  # {asked, judgments (failed), videos (with a failure), reasons: {reason: count}}
@@ -365,10 +368,17 @@ def trajectory_overall(cells: dict[str, dict], requested: list[str]) -> float | 
     return _mean(means)
 
 
-def summarise(results: list[dict], trajectories: tuple[str, ...], epsilon: float, allow_partial: bool) -> R2MSummary:
+def summarise(
+    results: list[dict],
+    trajectories: tuple[str, ...],
+    epsilon: float,
+    allow_partial: bool,
+    protocol_metrics: tuple[str, ...] = (),
+) -> R2MSummary:
     """NMR per trajectory and metric, per metric, per family, and Overall; counts everywhere. A video that
     counts for a metric is ``valid``; one whose pair values failed so that R, B or S is missing is
-    ``failed``; any other (DR <= epsilon, no pairs of a kind) is ``excluded``."""
+    ``failed``; any other (DR <= epsilon, no pairs of a kind) is ``excluded``. An Overall over fewer families
+    than ``protocol_metrics`` have (some not requested, or without a score) or fewer trajectories is partial."""
     requested = order({m for r in results for m in r["requested"]})
     unavailable = {m: why for r in results for m, why in r.get("unavailable", {}).items()}
     scored = order({m for r in results for m in r["relative"]})
@@ -410,6 +420,7 @@ def summarise(results: list[dict], trajectories: tuple[str, ...], epsilon: float
         }
     missing_families = [f for f, v in per_family.items() if v["nmr"] is None]
     missing_trajectories = sorted({t for m in scored for t in trajectories if per_t[t][m]["nmr"] is None})
+    unrequested = [f for f in families(list(protocol_metrics)) if f not in per_family]
     available = [v["nmr"] for v in per_family.values() if v["nmr"] is not None]
     if not available:
         overall, note = None, "no family could be scored"
@@ -424,6 +435,16 @@ def summarise(results: list[dict], trajectories: tuple[str, ...], epsilon: float
             if missing_families or missing_trajectories
             else None
         )
+    partial = []
+    if overall is not None:
+        partial += (
+            [f"Overall without the families {', '.join(missing_families)} (no score)"] if missing_families else []
+        )
+        partial += (
+            [f"Overall without the trajectories {', '.join(missing_trajectories)}"] if missing_trajectories else []
+        )
+        partial += [f"Overall without the families {', '.join(unrequested)} (not requested)"] if unrequested else []
+        note = note or ("partial: " + ", ".join(unrequested) + " not requested" if unrequested else None)
     dropped = {k: sum(r.get("dropped", {}).get(k, 0) for r in results) for k in KINDS}
     tallies = {m: merge_tallies([r["judge"][m] for r in results if m in (r.get("judge") or {})]) for m in scored}
     judged = merge_tallies(list(tallies.values()))
@@ -441,10 +462,13 @@ def summarise(results: list[dict], trajectories: tuple[str, ...], epsilon: float
         families=per_family,
         overall=overall,
         overall_note=note,
+        overall_partial=partial,
         trajectory_overall={t: trajectory_overall(per_t[t], requested) for t in trajectories},
         unavailable=unavailable,
         backends=merged_provenance(results),
         videos=len(results),
+        valid_videos=(valid := sum(any(x.get("valid") for x in r["relative"].values()) for r in results)),
+        excluded_videos=len(results) - valid,
         short_videos=sum(r.get("video_frames", 0) < r.get("poses", 0) for r in results),
         dropped_pairs=dropped,
         judge_failures={
@@ -468,7 +492,10 @@ def tables(summary: dict) -> tuple[list[str], dict[str, str]]:
         "| family | metric | " + " | ".join(traj) + " | NMR | valid | excluded | failed |",
         "| --- | --- | " + " | ".join("---" for _ in traj) + " | --- | --- | --- | --- |",
     ]
-    row = {"overall": "" if summary["overall"] is None else f"{summary['overall']:.6f}"}
+    row = {
+        "overall": "" if summary["overall"] is None else f"{summary['overall']:.6f}",
+        "overall_partial": "; ".join(summary.get("overall_partial") or []),
+    }
     for fam, block in summary["families"].items():
         row[f"family/{fam}"] = "" if block["nmr"] is None else f"{block['nmr']:.6f}"
         for m in block["metrics"]:
@@ -508,7 +535,8 @@ def tables(summary: dict) -> tuple[list[str], dict[str, str]]:
         lines.append(f"\n**{m} could not be computed: {why}.**")
     d = summary["dropped_pairs"]
     lines.append(
-        f"\n{summary['videos']} videos; {summary['short_videos']} shorter than their trajectory "
+        f"\n{summary['videos']} videos ({summary['valid_videos']} with a relative score, "
+        f"{summary['excluded_videos']} without); {summary['short_videos']} shorter than their trajectory "
         f"(pairs dropped: {d['revisit']} revisit, {d['baseline']} baseline, {d['short']} short)."
     )
     return lines, row

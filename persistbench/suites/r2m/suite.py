@@ -81,7 +81,12 @@ class VideoPrediction(Prediction):
 
     @functools.cached_property
     def digest(self) -> str:
-        return hashlib.sha256(f"{sha256_file(self.files[0])}:{self.pairs_source}".encode()).hexdigest()
+        return video_digest(self.files[0], self.pairs_source)
+
+
+def video_digest(video: Path, pairs_source: str) -> str:
+    """A generated video's identity: its bytes and the pairs it is scored on."""
+    return hashlib.sha256(f"{sha256_file(video)}:{pairs_source}".encode()).hexdigest()
 
 
 class R2MBench(Suite):
@@ -278,6 +283,20 @@ class R2MBench(Suite):
             if n_video < len(traj.poses):
                 return pairs.build(traj, params, n_video)
         return pairs.build(traj, params)
+
+    def reference_of(self, results: list[dict]) -> dict:
+        """``{"oracle": True, "reference": ...}`` when every scored video is the synthetic checkout's pose-rendered
+        one (``synth --suite r2m``: a reference that remembers perfectly), else ``{}``."""
+        if not results or not layout.synth_json(self.root).is_file():
+            return {}
+        for r in results:
+            case = self._cases.get((r["subset"], r["uid"]))
+            path = layout.synth_video(self.root, "pose", r["subset"], r["uid"])
+            if case is None or not path.is_file():
+                return {}
+            if video_digest(path, self._pairs_source(case)) != r["prediction_sha256"]:
+                return {}
+        return {"oracle": True, "reference": "the synthetic checkout's pose-rendered videos, a perfect memory"}
 
     def _pairs_source(self, case: R2MCase) -> str:
         """What a video's pairs come from: the trajectory's sha256, or ``file:<sha256>`` of its --pairs file."""
