@@ -325,3 +325,24 @@ def test_run_json_says_how_the_model_inputs_were_resized(sample_ds, hold_run):
     area = crop_resize(first, box, (48, 80), rgb="area")
     got = np.round(req.fields["input_frames"][0] * 255).astype(np.uint8)
     assert np.array_equal(got, pil) and not np.array_equal(got, area)
+
+
+def test_a_dataset_grown_in_place_keeps_its_runs_valid_for_the_cases_they_predicted(sample_ds, tmp_path):
+    cache, ds, run = sample_ds.parent / "cache", tmp_path / "ds", tmp_path / "run"
+    assert run_cli("download", "--limit", "4", "--output", ds, "--cache", cache, "--no-progress").returncode == 0
+    assert run_cli("infer", "--model", "hold", "--dataset", ds, "-o", run, "--no-progress").returncode == 0
+    first = _tree(run)
+    assert run_cli("download", "--output", ds, "--cache", cache, "--no-progress").returncode == 0  # all 8 now
+    refused(run_cli("score", "--pred", run, "--no-progress"), "--allow-partial")  # 4 of 8 predicted: said so
+    partial = run_cli("score", "--pred", run, "--allow-partial", "--no-progress")
+    assert partial.returncode == 0, partial.stderr
+    resumed = run_cli("infer", "--model", "hold", "--dataset", ds, "-o", run, "--resume", "--no-progress")
+    assert resumed.returncode == 0 and "done 4, skipped 4" in resumed.stdout, resumed.stdout + resumed.stderr
+    assert all(_tree(run)[p] == digest for p, digest in first.items() if not p.startswith(("run.json", ".state")))
+    assert run_cli("score", "--pred", run, "--no-progress").returncode == 0
+    case_json = sorted(run.glob("*/*/case.json"))[0]  # a case predicted on other content than the dataset's now
+    record = json.loads(case_json.read_text())
+    case_json.write_text(json.dumps({**record, "case_sha256": "0" * 64}))
+    shutil.copy(sample_ds / "cases.jsonl", ds / "cases.jsonl")  # any change of the fingerprint
+    (ds / "cases.jsonl").write_text((ds / "cases.jsonl").read_text() + "\n")
+    refused(run_cli("score", "--pred", run, "--no-progress"), "1 case(s) changed", record["uid"])

@@ -22,7 +22,7 @@ from persistbench import __version__
 from persistbench.core.errors import PersistbenchError, UsageError, foreign
 from persistbench.core.layout import STATE_DIR, RunLayout
 from persistbench.core.outputs import RUN, check_output
-from persistbench.core.runs import RunRecord, case_complete, read_run_info
+from persistbench.core.runs import RunRecord, case_complete, case_record, read_run_info, stale_cases
 from persistbench.core.suite import CaseRef, Request, Suite
 from persistbench.core.suites import open_suite
 from persistbench.core.timing import phase
@@ -91,7 +91,15 @@ class InferOptions:
     suite_options: dict = field(default_factory=dict, hash=False)  # WROP's tasks, per_task, categories
 
     def open_suite(self) -> Suite:
-        return open_suite(self.dataset, self.suite, self.suite_options)
+        """The suite on the dataset, opened once per process (each case of a run asks for it)."""
+        key = json.dumps([str(self.dataset), self.suite, self.suite_options], sort_keys=True, default=str)
+        if key not in _SUITES:
+            _SUITES.clear()  # one run at a time per process: the last dataset only
+            _SUITES[key] = open_suite(self.dataset, self.suite, self.suite_options)
+        return _SUITES[key]
+
+
+_SUITES: dict[str, Suite] = {}
 
 
 _MODELS: dict[str, BaseModel] = {}  # loaded once per process (each worker has its own)
@@ -153,7 +161,8 @@ def infer_case(key: tuple[str, str], opts: InferOptions) -> None:
     num_frames, resolution = sampling_of(model, opts.model)
     oracle = bool(getattr(model, "uses_ground_truth", False))
     with phase("decode"):
-        req = opts.open_suite().request(CaseRef(subset, case_id), num_frames, resolution, oracle)
+        suite = opts.open_suite()
+        req = suite.request(CaseRef(subset, case_id), num_frames, resolution, oracle)
     if oracle:
         model.ground_truth = req.ground_truth
     try:
@@ -172,7 +181,8 @@ def infer_case(key: tuple[str, str], opts: InferOptions) -> None:
     with phase("write"):
         if projection == "equirect":
             frames, masks = _from_equirect(frames, masks, req.fields["target_cameras"], req.size)
-        _write_case(RunLayout(opts.output), subset, case_id, req, frames, masks, projection)
+        digest = suite.case_digest(CaseRef(subset, case_id))
+        _write_case(RunLayout(opts.output), subset, case_id, req, frames, masks, projection, digest)
 
 
 def _from_equirect(frames, masks, cams, size):
@@ -187,7 +197,7 @@ def _from_equirect(frames, masks, cams, size):
     return np.stack(views), (np.stack(view_masks) if masks is not None else None)
 
 
-def _write_case(run: RunLayout, subset, case_id, req: Request, frames, masks, projection) -> None:
+def _write_case(run: RunLayout, subset, case_id, req: Request, frames, masks, projection, digest) -> None:
     remove_tree(run.root, run.case_dir(subset, case_id))  # leftovers of an interrupted run
     files = {}
 
@@ -213,6 +223,7 @@ def _write_case(run: RunLayout, subset, case_id, req: Request, frames, masks, pr
             "projection": projection,
             "has_masks": masks is not None,
             "files": dict(sorted(files.items())),
+            **({"case_sha256": digest} if digest else {}),
         },
     )
 
@@ -220,8 +231,11 @@ def _write_case(run: RunLayout, subset, case_id, req: Request, frames, masks, pr
 # ---------------------------------------------------------------- the run
 
 
-def _predicted(key: tuple[str, str], run: RunLayout) -> bool:
-    return case_complete(run, *key)
+def _predicted(key: tuple[str, str], run: RunLayout, opts: InferOptions) -> bool:
+    """Complete, and predicted on the case as the dataset has it now (where the case recorded its digest)."""
+    if not case_complete(run, *key):
+        return False
+    return opts.open_suite().case_digest(CaseRef(*key)) in (None, (case_record(run, *key) or {}).get("case_sha256"))
 
 
 def start_run(opts: InferOptions, resume: bool, overwrite: bool) -> RunRecord:
@@ -250,10 +264,10 @@ def start_run(opts: InferOptions, resume: bool, overwrite: bool) -> RunRecord:
         else f"{factory.__module__}.{factory.__qualname__}",
     )
     with file_lock(run.state_dir / "run.lock"):  # two infers into one output: one decides, then the other
-        return _claim_run(run, info, resume, overwrite)
+        return _claim_run(run, info, resume, overwrite, suite)
 
 
-def _claim_run(run: RunLayout, info: RunRecord, resume: bool, overwrite: bool) -> RunRecord:
+def _claim_run(run: RunLayout, info: RunRecord, resume: bool, overwrite: bool, suite: Suite) -> RunRecord:
     if run.run_json.exists():
         if overwrite:
             for entry in run.root.iterdir():  # everything of the old run goes but .state/, which holds the lock
@@ -265,7 +279,13 @@ def _claim_run(run: RunLayout, info: RunRecord, resume: bool, overwrite: bool) -
                     entry.unlink()
         elif resume:
             old = RunRecord.from_json(read_run_info(run))
-            why = info.differs(old)
+            why = info.differs(old, by_case=True)
+            if why is None and (old.dataset or {}).get("fingerprint") != info.dataset["fingerprint"]:
+                if stale_cases(suite, run, suite.cases()) is None:
+                    why = "a different dataset (fingerprint differs)"
+                else:  # the dataset grew or changed: predicted cases checked by their own digests, changed ones redone
+                    old.dataset = info.dataset
+                    write_json(run.run_json, old.to_json())
             if why:
                 raise PersistbenchError(f"{run.run_json}: --resume with {why}; use --overwrite or another --output")
             return old
@@ -307,7 +327,7 @@ def infer(
     start_run(opts, resume or (selection.shard is not None and not overwrite), overwrite)
     run = RunLayout(opts.output)
     names = {(c.subset, c.case_id): suite.key(c) for c in cases}
-    predicted = functools.partial(_predicted, run=run)
+    predicted = functools.partial(_predicted, run=run, opts=opts)
     job = Job("infer", functools.partial(infer_case, opts=opts), run.state_dir, predicted)
     try:
         return (executor or SerialExecutor()).run(
@@ -331,7 +351,7 @@ def check_complete(opts: InferOptions, selection: Selection | None = None) -> Ru
     outcomes = []
     for c in selection.apply(suite.cases(), lambda c: c.subset):
         key = suite.key(c)
-        if _predicted((c.subset, c.case_id), run):
+        if _predicted((c.subset, c.case_id), run, opts):
             outcomes.append(Outcome(key, "done", attempts=records.get(key, {}).get("attempts", 1)))
         else:
             reason = str(records.get(key, {}).get("reason") or "not predicted").split("\n", 1)[0]

@@ -5,11 +5,15 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import asdict, dataclass, field, fields
+from typing import TYPE_CHECKING
 
 from persistbench.core.errors import PersistbenchError
 from persistbench.core.layout import RunLayout
 from persistbench.io.files import read_json, sha256_file
 from persistbench.io.names import name_problem
+
+if TYPE_CHECKING:
+    from persistbench.core.suite import Suite
 
 MAX_RECORD_FILES = 200_000  # files one case.json may name (100,000 frames and their masks)
 MAX_RECORD_INT = 10**9
@@ -48,12 +52,13 @@ class RunRecord:
     def from_json(cls, data: dict) -> RunRecord:
         return cls(**{f.name: data.get(f.name) for f in fields(cls)})
 
-    def differs(self, other: RunRecord) -> str | None:
-        """What makes ``other`` (a run already on disk) a different run than this one, or None."""
+    def differs(self, other: RunRecord, by_case: bool = False) -> str | None:
+        """What makes ``other`` (a run already on disk) a different run than this one, or None. With ``by_case``
+        the dataset's fingerprint may differ: its cases are then compared one by one (:func:`stale_cases`)."""
         for key in ("model", "config", "protocol"):
             if getattr(other, key) != getattr(self, key):
                 return f"a different {key} ({getattr(other, key)!r} there)"
-        if (other.dataset or {}).get("fingerprint") != self.dataset["fingerprint"]:
+        if not by_case and (other.dataset or {}).get("fingerprint") != self.dataset["fingerprint"]:
             return "a different dataset (fingerprint differs)"
         return None
 
@@ -124,6 +129,26 @@ def case_record(run: RunLayout, subset: str, case_id: str) -> dict | None:
     if problem:
         raise PersistbenchError(f"{path}: {problem}")
     return info
+
+
+def stale_cases(suite: Suite, run: RunLayout, cases: list) -> list[str] | None:
+    """Keys of the predicted ``cases`` whose content in the dataset changed since they were predicted (the
+    ``case_sha256`` their ``case.json`` recorded against :meth:`Suite.case_digest` now); None when a predicted
+    case cannot be checked that way (a run made before case digests, a suite without them)."""
+    stale = []
+    for c in cases:
+        try:
+            info = case_record(run, c.subset, c.case_id)
+        except PersistbenchError:
+            continue  # unreadable: not a prediction, counted as missing by its reader
+        if info is None:
+            continue
+        now = suite.case_digest(c)
+        if now is None or not isinstance(info.get("case_sha256"), str):
+            return None
+        if info["case_sha256"] != now:
+            stale.append(suite.key(c))
+    return stale
 
 
 def case_complete(run: RunLayout, subset: str, case_id: str) -> bool:

@@ -23,7 +23,7 @@ from persistbench.core.layout import RunLayout
 from persistbench.core.options import recorded
 from persistbench.core.outputs import RUN, check_output, recognise
 from persistbench.core.protocol import Protocol
-from persistbench.core.runs import read_run_info
+from persistbench.core.runs import read_run_info, stale_cases
 from persistbench.core.suite import CaseRef, ScoreContext, Suite
 from persistbench.core.suites import detect, open_suite, suite_class
 from persistbench.core.timing import phase
@@ -163,6 +163,23 @@ def coverage(suite: Suite, run: RunLayout, run_info: dict | None, cases: list, e
     return Coverage(present, missing, absent, sorted(suite.predicted(run.root, run_info) - known))
 
 
+def check_cases_unchanged(suite: Suite, run: RunLayout, cases: list, recorded: str, fingerprint: str) -> None:
+    """The dataset is not the one the run recorded (it grew, or some case changed): the run stays valid for
+    each case whose content is as it was predicted on; a changed case is named."""
+    stale = stale_cases(suite, run, cases)
+    if stale is None:
+        raise PersistbenchError(
+            f"{run.run_json}: predicted on a dataset with fingerprint {recorded[:12]}, "
+            f"but {suite.dataset_id()} has {fingerprint[:12]}; pass the dataset the run was made on"
+        )
+    if stale:
+        shown = ", ".join(stale[:5]) + (f" and {len(stale) - 5} more" if len(stale) > 5 else "")
+        raise PersistbenchError(
+            f"{run.root}: {len(stale)} case(s) changed in {suite.dataset_id()} since they were predicted: {shown}; "
+            f"predict them again with persistbench infer --resume --output {run.root} ..."
+        )
+
+
 def check_pred(pred: str | Path) -> None:
     """Refuse a ``--pred`` folder that holds a dataset (or anything else this toolkit writes) instead of a run."""
     held = recognise(pred)
@@ -232,14 +249,11 @@ def score(
         if isinstance((run_info or {}).get("dataset"), dict)
         else None
     )
-    if recorded and recorded != fingerprint:
-        raise PersistbenchError(
-            f"{run.run_json}: predicted on a dataset with fingerprint {recorded[:12]}, "
-            f"but {suite.dataset_id()} has {fingerprint[:12]}; pass the dataset the run was made on"
-        )
     everything = suite.cases()
     if not everything:
         raise PersistbenchError(f"{suite.dataset_id()}: no cases to score against")
+    if recorded and recorded != fingerprint:
+        check_cases_unchanged(suite, run, everything, recorded, fingerprint)
     cov = coverage(suite, run, run_info, Selection(shard=shard).apply(everything), everything)
     if cov.partial and not allow_partial:
         raise PersistbenchError(f"{run.root}: {'; '.join(cov.problems())}; --allow-partial scores the rest")

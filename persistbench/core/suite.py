@@ -175,6 +175,12 @@ class Suite(ABC):
     def fingerprint(self) -> str:
         """A hash of what the cases are (recorded by ``infer``, checked by ``score``)."""
 
+    def case_digest(self, case: CaseRef) -> str | None:
+        """A sha256 of what one case is (its files' checksums, its metadata), recorded in each predicted case's
+        ``case.json`` so that a run stays valid for the cases it predicted when the dataset grows or changes
+        elsewhere; None where the suite cannot say (then the whole :meth:`fingerprint` must match)."""
+        return None
+
     @abstractmethod
     def verify(self, progress: bool = False) -> tuple[list[str], int]:
         """``(one 'path: problem' line per problem, number of cases checked)``."""

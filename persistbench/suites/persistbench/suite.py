@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import json
 from pathlib import Path
 
 import numpy as np
@@ -89,6 +92,19 @@ class PersistBench(Suite):
 
     def fingerprint(self) -> str:
         return self.dataset.fingerprint()
+
+    def case_digest(self, case) -> str | None:
+        """sha256 of the case's ``cases.jsonl`` record (every file's checksum); None for an unindexed dataset."""
+        return self._digests.get((case.subset, case.case_id))
+
+    @functools.cached_property
+    def _digests(self) -> dict[tuple[str, str], str]:
+        return {
+            (r["subset"], r["uid"]): hashlib.sha256(
+                json.dumps(r, sort_keys=True, separators=(",", ":")).encode()
+            ).hexdigest()
+            for r in self.dataset.records()
+        }
 
     def verify(self, progress: bool = False) -> tuple[list[str], int]:
         return verify_dataset(self.root, progress=progress)

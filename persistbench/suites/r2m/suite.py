@@ -136,6 +136,12 @@ class R2MBench(Suite):
     def fingerprint(self) -> str:
         return self.checkout.fingerprint()
 
+    def case_digest(self, ref) -> str | None:
+        """sha256 of the case's conditioning image, prompt and trajectory file."""
+        case = self.case(ref)
+        text = f"{sha256_file(case.image)}\n{case.prompt}\n{trajectory_of(case).sha256}"
+        return hashlib.sha256(text.encode()).hexdigest()
+
     def verify(self, progress: bool = False) -> tuple[list[str], int]:
         problems: list[str] = []
         try:

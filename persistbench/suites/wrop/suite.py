@@ -219,6 +219,20 @@ class Wrop(Suite):
             raise PersistbenchError(f"{self.location.id}: no case {ref.subset}/{ref.case_id}") from None
         return self.archive(task), ref.case_id
 
+    def case_digest(self, ref) -> str | None:
+        """sha256 of the sample's archive (its checksum) and name, or of the loose sample's files."""
+        task = self._cases.get((ref.subset, ref.case_id))
+        if task is None:
+            return None
+        h = hashlib.sha256(f"{task}/{ref.case_id}\n".encode())
+        if self.loose:
+            folder = self.archive(task)
+            for file in layout.MEMBERS:
+                h.update(f"{file} {sha256_file(folder.path(ref.case_id, file))}\n".encode())
+        else:
+            h.update(f"{self.entries[task].sha256} {self.entries[task].members}\n".encode())
+        return h.hexdigest()
+
     def fingerprint(self) -> str:
         """The corpus's archives (sha256 and member count from ``checksums.txt``), or for the loose output the
         sha256 of every file of the selected samples, and the selected cases."""
