@@ -7,7 +7,6 @@ import click
 from persistbench.cli.options import (
     AGGREGATE_ONLY,
     NO_PROGRESS,
-    SUITE,
     SUITE_OPTION,
     SuiteCommand,
     _dataset_root,
@@ -15,6 +14,7 @@ from persistbench.cli.options import (
     finish,
     output_option,
     shard_option,
+    suite_name_option,
     suite_options,
 )
 
@@ -33,7 +33,7 @@ from persistbench.cli.options import (
     help="Take the files from a local copy of the distribution instead (WROP: a folder or an http(s):// URL).",
 )
 @click.option("--include", type=click.Choice(["samples", "all"]), default="all", show_default=True)
-@SUITE
+@suite_name_option("persistbench")
 @SUITE_OPTION
 @executor_options
 @shard_option("Fetch every N-th file from the K-th; then --aggregate-only.")

@@ -24,6 +24,7 @@ from persistbench.cli.options import (
     suite_options,
 )
 from persistbench.core.errors import PersistbenchError
+from persistbench.models.registry import BUILTINS
 
 
 @click.command(cls=SuiteCommand)
@@ -31,7 +32,8 @@ from persistbench.core.errors import PersistbenchError
     "--model",
     "model_spec",
     required=True,
-    help="hold | reproject | oracle | an entry point name | file.py:Class | module:Class | 'cmd:PROGRAM {input} {output}'",
+    help=" | ".join(BUILTINS) + " | an installed model's name | file.py:Class | module:Class | "
+    "'cmd:PROGRAM {input} {output}'",
 )
 @dataset_option()
 @SUITE

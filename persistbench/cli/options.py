@@ -35,12 +35,17 @@ SUBSET = click.option(
 )
 
 
-SUITE = click.option(
-    "--suite",
-    default=None,
-    metavar="NAME",
-    help="The benchmark (default: recognised from the dataset root); `persistbench suites` lists them.",
-)
+def suite_name_option(default: str = "recognised from the dataset root"):
+    """``--suite NAME``; ``default`` says what a command takes without it."""
+    return click.option(
+        "--suite",
+        default=None,
+        metavar="NAME",
+        help=f"The benchmark (default: {default}); `persistbench suites` lists them.",
+    )
+
+
+SUITE = suite_name_option()
 NO_PROGRESS = click.option("--no-progress", is_flag=True, help="No progress bars.")
 DEVICE = click.option(
     "--device",
@@ -109,7 +114,8 @@ def executor_options(f):
             "--workers",
             type=click.IntRange(1),
             default=None,
-            help="Cases at once (processes: at most one per core; ray: at most what the cluster's resources allow; default: that many).",
+            help="Cases at once: N > 1 runs N local processes (default: 1, in this process; --executor processes "
+            "alone: one per core; ray: what the cluster's resources allow).",
         ),
         click.option(
             "--ray-address",

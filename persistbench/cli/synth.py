@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import click
 
-from persistbench.cli.options import SUITE, SUITE_OPTION, SuiteCommand, json_file_option, output_option, suite_options
+from persistbench.cli.options import (
+    NO_PROGRESS,
+    SUITE_OPTION,
+    SuiteCommand,
+    json_file_option,
+    output_option,
+    suite_name_option,
+    suite_options,
+)
 
 
 @click.command(cls=SuiteCommand)
@@ -14,10 +22,11 @@ from persistbench.cli.options import SUITE, SUITE_OPTION, SuiteCommand, json_fil
     "config_file",
     "JSON of the suite's synth configuration (e.g. configs/sample.json); options given here override it.",
 )
-@SUITE
+@suite_name_option("persistbench")
 @SUITE_OPTION
+@NO_PROGRESS
 @click.pass_context
-def synth(ctx: click.Context, output, config_file, suite, suite_option) -> None:
+def synth(ctx: click.Context, output, config_file, suite, suite_option, no_progress) -> None:
     """Write synthetic test data with exact ground truth: PersistBench's procedural 360-degree scenes (source
     clips, recipes.jsonl, analytic truth), or with --suite r2m an R2M-Bench tree and videos of known scores,
     or with --suite wrop a WROP corpus of tars. The suite's options (`persistbench suites` lists them:
@@ -38,4 +47,4 @@ def synth(ctx: click.Context, output, config_file, suite, suite_option) -> None:
     name = suite or "persistbench"
     given = suite_options(ctx, name, "synth", suite_option)
     check_output(output, accepts=(SYNTHETIC,))
-    click.echo(suite_class(name).synthesize(Path(output), config_file, given))
+    click.echo(suite_class(name).synthesize(Path(output), config_file, given, progress=not no_progress))

@@ -238,6 +238,15 @@ def _predicted(key: tuple[str, str], run: RunLayout, opts: InferOptions) -> bool
     return opts.open_suite().case_digest(CaseRef(*key)) in (None, (case_record(run, *key) or {}).get("case_sha256"))
 
 
+def check_model_fits(factory: object, name: str, suite: Suite) -> None:
+    """Refuse, once for the run, a model that needs what the suite's requests never hold (cameras, the truth)."""
+    model = getattr(factory, "func", factory)  # a cmd: model is a partial of its class
+    if getattr(model, "needs_cameras", False) and not suite.gives_cameras:
+        raise UsageError(f"--model {name}: needs cameras, and {suite.title} gives none; choose a model without them")
+    if getattr(model, "uses_ground_truth", False) and not suite.has_ground_truth:
+        raise UsageError(f"--model {name}: copies the ground truth, and {suite.title} has none to give")
+
+
 def start_run(opts: InferOptions, resume: bool, overwrite: bool) -> RunRecord:
     """Write (or, with ``resume``, check) ``run.json`` before any case; return it."""
     run = RunLayout(opts.output)
@@ -321,7 +330,7 @@ def infer(
             f"{', '.join(sorted({c.subset for c in everything}))}"
         )
     cases = selection.apply(everything, lambda c: c.subset)
-    resolve(opts.model)  # an unknown or broken --model is refused before the run's folder is made
+    check_model_fits(resolve(opts.model), opts.model, suite)  # refused once, before the run's folder is made
     check_output(opts.output, inputs=[("dataset", opts.dataset)], accepts=(RUN,))
     check_writable(opts.output)
     start_run(opts, resume or (selection.shard is not None and not overwrite), overwrite)

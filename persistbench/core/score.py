@@ -260,8 +260,16 @@ def score(
     opts = replace(opts, metrics=wanted, allow_partial=allow_partial)
     result = RunResult("score", [])
     if not aggregate_only:
-        for name in protocol.scorer.backends_needed(protocol, wanted):  # one line before any case when one cannot run
-            check_backend(name, opts.backends)
+        missing = []  # every backend that cannot run, in one line, before any case
+        for name in protocol.scorer.backends_needed(protocol, wanted):
+            try:
+                check_backend(name, opts.backends)
+            except BackendUnavailable as e:
+                missing.append(str(e))
+        if len(missing) == 1:
+            raise BackendUnavailable(missing[0])
+        if missing:
+            raise BackendUnavailable(f"{len(missing)} backends cannot run: " + "; ".join(missing))
         now = unavailable_metrics(wanted, opts.backends) if resume else {}
         done = (
             {suite.key(c) for c in cov.present if _up_to_date(suite, run, protocol, wanted, run_info, c, now)}

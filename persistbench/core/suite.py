@@ -140,6 +140,8 @@ class Suite(ABC):
     external_label: ClassVar[str] = "external predictions"  # the model name of a run without run.json
     remote: ClassVar[bool] = False  # whether the dataset root may be a URL (WROP's corpus)
     option_specs: ClassVar[tuple[SuiteOption, ...]] = ()  # what the suite takes on the command line, per command
+    gives_cameras: ClassVar[bool] = True  # whether a request holds input and target cameras
+    has_ground_truth: ClassVar[bool] = True  # whether a request can hold the target (for an oracle model)
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

@@ -18,17 +18,9 @@ from pathlib import Path
 
 from persistbench.core.errors import PersistbenchError, foreign
 from persistbench.models.base import BaseModel, ModelInput, ModelOutput
+from persistbench.models.registry import BUILTINS, ENTRY_POINT_GROUP
 
 __all__ = ["BaseModel", "ModelInput", "ModelOutput", "BUILTINS", "resolve", "load_model"]
-
-ENTRY_POINT_GROUP = "persistbench.models"
-BUILTINS = {
-    "hold": "persistbench.models.builtin:HoldModel",
-    "reproject": "persistbench.models.builtin:ReprojectModel",
-    "warp": "persistbench.models.builtin:WarpModel",
-    "flow": "persistbench.models.builtin:FlowModel",
-    "oracle": "persistbench.models.builtin:OracleModel",
-}
 
 
 def _from_module(module: str, name: str, spec: str) -> type:

@@ -76,6 +76,7 @@ class BaseModel:
 
     num_frames: int = -1
     resolution: tuple[int, int] = (-1, -1)
+    needs_cameras: bool = False  # True: refused at once on a suite whose requests hold no cameras (WROP)
 
     def __init__(self, device: str = "cpu", **kwargs) -> None:
         self.device = device

@@ -123,6 +123,8 @@ class WarpModel(BaseModel):
     behind its camera are black. A baseline for R2M-Bench that needs no weights.
     """
 
+    needs_cameras = True
+
     def predict(self, sample: ModelInput) -> ModelOutput:
         _needs_cameras(sample, "warp")
         image = _uint8(sample.input_frames[:1])[0]
@@ -158,6 +160,8 @@ class ReprojectModel(BaseModel):
         pano_height: canvas height (width is twice it); default: matched to the
             input's angular resolution, ``round(pi * fx)``.
     """
+
+    needs_cameras = True
 
     def __init__(self, device: str = "cpu", pano_height: int | None = None, **kwargs) -> None:
         super().__init__(device)

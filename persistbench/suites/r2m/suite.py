@@ -246,6 +246,8 @@ class R2MBench(Suite):
             "target camera, K cropped from its 2cx x 2cy frame to the aspect ratio and scaled"
         )
 
+    has_ground_truth = False  # generated videos are scored against themselves
+
     def request(self, ref, num_frames: int, resolution: tuple[int, int], oracle: bool) -> Request:
         if oracle:
             raise PersistbenchError("R2M-Bench has no ground-truth video: an oracle model cannot run on it")

@@ -352,6 +352,8 @@ class Wrop(Suite):
             raise PersistbenchError(f"{where}: no frames")
         return np.stack(frames), info["fps"]
 
+    gives_cameras = False  # continuations of ordinary videos
+
     def request(self, ref, num_frames: int, resolution: tuple[int, int], oracle: bool) -> Request:
         archive, sample = self.sample(ref)
         self._check_sample(archive, sample)
