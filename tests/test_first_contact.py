@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -376,3 +378,36 @@ def test_paper_v3_names_every_backend_it_lacks_at_once(hold_run, tmp_path):
     env = {"HF_HOME": str(empty), "HF_HUB_OFFLINE": "1", "TORCH_HOME": str(tmp_path / "torch")}
     line = refused(run_cli("score", "--pred", run, "--protocol", "paper-v3", env=env), "backends cannot run")
     assert "sam2-package" in line and "dinov3-large" in line and "judge" in line
+
+
+SLOW_MODEL = """
+import time
+
+from persistbench.models import ModelOutput
+from persistbench.models.builtin import HoldModel
+
+
+class Slow(HoldModel):
+    def predict(self, sample):
+        time.sleep(0.5)
+        return super().predict(sample)
+"""
+
+
+def test_ctrl_c_says_what_was_done_and_how_to_go_on(sample_ds, tmp_path):
+    (tmp_path / "slow.py").write_text(SLOW_MODEL)
+    run = tmp_path / "run"
+    args = [sys.executable, "-m", "persistbench", "infer", "--model", f"{tmp_path / 'slow.py'}:Slow"]
+    args += ["--dataset", str(sample_ds), "-o", str(run), "--no-progress"]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not list((run / ".state" / "records").glob("*.json")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out + err
+    assert "Traceback" not in err and "Aborted!" not in err, err
+    assert "interrupted: infer finished" in err and "of 8 case(s), which are kept" in err, err
+    assert "run the same command again with --resume" in err
+    resumed = run_cli(*args[3:], "--resume")
+    assert resumed.returncode == 0 and "skipped 0" not in resumed.stdout, resumed.stdout + resumed.stderr

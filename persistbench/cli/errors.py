@@ -16,7 +16,14 @@ import traceback
 
 import click
 
-from persistbench.core.errors import ForeignError, PersistbenchError, UsageError, debugging, os_error_line
+from persistbench.core.errors import (
+    ForeignError,
+    Interrupted,
+    PersistbenchError,
+    UsageError,
+    debugging,
+    os_error_line,
+)
 
 
 def network_error(e: BaseException) -> bool:
@@ -42,8 +49,16 @@ def host_of(e: BaseException) -> str:
     return f"{host}:{port}" if port else str(host)
 
 
-def translate(e: Exception, ctx: click.Context) -> click.ClickException | None:
+RESUMED_BY = {"infer": " with --resume", "score": " with --resume"}  # how a command goes on after Ctrl-C
+
+
+def translate(e: BaseException, ctx: click.Context) -> click.ClickException | None:
     """The click exception the table gives ``e``, or None (a bug: re-raise it)."""
+    if isinstance(e, (Interrupted, KeyboardInterrupt)):
+        done = f"{e}; " if isinstance(e, Interrupted) else "interrupted; what was written is whole, "
+        again = click.ClickException(f"{done}to go on, run the same command again{RESUMED_BY.get(ctx.info_name, '')}")
+        again.exit_code = 130
+        return again
     if isinstance(e, UsageError):
         return click.UsageError(str(e), ctx)
     if isinstance(e, ForeignError) and not debugging():
@@ -85,6 +100,8 @@ class ErrorTable(click.Group):
             return super().invoke(ctx)
         except click.ClickException:
             raise
+        except KeyboardInterrupt as e:
+            raise translate(e, ctx.meta.get(CommandContext, ctx)) from None
         except Exception as e:
             if debugging() and isinstance(e, PersistbenchError):
                 traceback.print_exc()

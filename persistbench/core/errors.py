@@ -30,6 +30,14 @@ def debugging() -> bool:
     return os.environ.get("PERSISTBENCH_DEBUG", "") not in ("", "0")
 
 
+class Interrupted(PersistbenchError):
+    """Ctrl-C during a stage: ``done`` of ``total`` cases were finished and are kept."""
+
+    def __init__(self, stage: str, done: int, total: int) -> None:
+        super().__init__(f"interrupted: {stage} finished {done} of {total} case(s), which are kept")
+        self.stage, self.done, self.total = stage, done, total
+
+
 class UsageError(PersistbenchError):
     """The command was called in a way that cannot work (e.g. on a folder without cases); exit code 2."""
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from persistbench.core import timing
-from persistbench.core.errors import ForeignError, PersistbenchError, debugging, os_error_line
+from persistbench.core.errors import ForeignError, Interrupted, PersistbenchError, debugging, os_error_line
 from persistbench.core.layout import stage_lock, stage_log, stage_record, stage_records_dir
 from persistbench.io.files import file_lock, read_json, write_json, write_text
 
@@ -303,6 +303,9 @@ class Executor(ABC):
                 failed += result.status == "failed"
                 bar.set_postfix(failed=failed, retried=retried, refresh=False)
                 bar.update(1)
+        except KeyboardInterrupt:
+            finished = sum(o.status != "failed" for o in outcomes.values())
+            raise Interrupted(job.stage, finished, len(items)) from None
         finally:
             bar.close()
             if owned:
