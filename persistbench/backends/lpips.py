@@ -8,6 +8,8 @@ recorded unavailable with the reason.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from persistbench.backends import BackendUnavailable
@@ -71,9 +73,11 @@ class Lpips:
         except ImportError as e:
             raise LpipsUnavailable(f"LPIPS needs torch and lpips ({e.name} is missing): {LPIPS_FIX}") from None
         self.torch, self.device = torch, device
-        self.model = lpips.LPIPS(
-            net="alex", version="0.1", spatial=True, pretrained=True, pnet_rand=True, verbose=False
-        )
+        with warnings.catch_warnings():  # lpips builds AlexNet with torchvision's deprecated arguments
+            warnings.filterwarnings("ignore", category=UserWarning, module=r"torchvision\.")
+            self.model = lpips.LPIPS(
+                net="alex", version="0.1", spatial=True, pretrained=True, pnet_rand=True, verbose=False
+            )
         if not random_backbone:
             self._load_backbone(weights, allow_download)
         self.model = self.model.to(device).eval()

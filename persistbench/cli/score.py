@@ -136,6 +136,10 @@ def score(
     if not finish(result, shard, f"persistbench score --pred {pred}"):
         return
     summary = result.value
+    if summary.get("rescored"):
+        click.echo(
+            f"scored again: {summary['rescored']} case(s) had scores of this protocol (--resume keeps those up to date)"
+        )
     click.echo(RunLayout(Path(pred)).summary_md(summary["scores_dir"]).read_text(), nl=False)
     click.echo(f"scores: {RunLayout(Path(pred)).scores_dir(summary['scores_dir'])}")
     failed = summary.get("failed_metrics") or {}  # requested, attempted, and without a value in any case

@@ -277,6 +277,9 @@ def score(
             else set()
         )
         keys = {(c.subset, c.case_id): suite.key(c) for c in cov.present}
+        rescored = (
+            0 if resume else sum(run.case_scores(protocol.dirname, c.subset, c.case_id).is_file() for c in cov.present)
+        )
         job = Job(
             "score",
             functools.partial(_score_one, opts=opts, run_info=run_info, wanted=wanted),
@@ -294,6 +297,8 @@ def score(
     results = [read_json(run.case_scores(protocol.dirname, c.subset, c.case_id)) for c in cov.present]
     header = ScoresHeader.of(run, run_info, suite, protocol, fingerprint, results, cov)
     result.value = write_aggregates(run, suite, protocol, header, results, _context(opts, ()))
+    if not aggregate_only and rescored:  # said, so that a second score without --resume is no surprise
+        result.value["rescored"] = rescored
     never = {m: header.unavailable[m] for m in asked or () if m in never_computed(results)}
     if never:  # named with --metrics and without a value in any case: the command fails, saying why
         result.value["failed_metrics"] = {**never, **(result.value.get("failed_metrics") or {})}
@@ -375,6 +380,7 @@ def write_aggregates(
     write_json(run.results_json(protocol.dirname), {**head, "cases": results})
     write_json(run.summary_json(protocol.dirname), summary)
     table, columns = protocol.scorer.tables(summary)
+    source = summary.get("mask_source")  # classic-v1: where the scored masks came from
     row = {
         "run": header.run,
         "model": header.model,
@@ -384,7 +390,7 @@ def write_aggregates(
         "protocol_sha256": protocol.sha256[:12],
         "dataset_fingerprint": header.dataset_fingerprint[:12],
         "toolkit_version": header.toolkit_version,
-        **({"mask_source": summary["mask_source"]} if "mask_source" in summary else {}),
+        **({"mask_source": " ".join(source) if isinstance(source, list) else source} if source else {}),
         **columns,
     }
     buf = io.StringIO()
@@ -392,7 +398,7 @@ def write_aggregates(
     writer.writeheader()
     writer.writerow(row)
     write_text(run.leaderboard_csv(protocol.dirname), buf.getvalue())
-    masks = f", masks: {summary['mask_source']}" if "mask_source" in summary else ""
+    masks = f", masks: {', '.join(source) if isinstance(source, list) else source}" if source else ""
     lines = [
         f"# {header.run} ({header.model}), protocol {protocol.name} ({protocol.sha256[:12]})",
         "",
