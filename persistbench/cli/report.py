@@ -17,7 +17,13 @@ from persistbench.cli.options import output_option
     default=None,
     help="An arena study folder whose ratings.json (persistbench arena --close) is added as a section.",
 )
-def report(runs, output, protocol, arena) -> None:
+@click.option(
+    "--sheets",
+    multiple=True,
+    metavar="RUN",
+    help="Contact sheets for this run only (its name or folder; repeatable; default: every run).",
+)
+def report(runs, output, protocol, arena, sheets) -> None:
     """One self-contained HTML report of scored runs of one suite: leaderboard, provenance, the suite's charts
     (PersistBench: memory curves and contact sheets; R2M-Bench: NMR profiles, MG-vs-DR scatters; WROP:
     score and gain over hold against frames into the continuation).
@@ -34,4 +40,6 @@ def report(runs, output, protocol, arena) -> None:
 
     check_output_file(output, ".html")
     check_writable(Path(output).absolute().parent)
-    click.echo(f"report: {build_report(list(runs), output, protocol, progress=True, arena=arena)}")
+    click.echo(
+        f"report: {build_report(list(runs), output, protocol, progress=True, arena=arena, sheets=sheets or None)}"
+    )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from persistbench.core.errors import PersistbenchError
+from persistbench.core.errors import PersistbenchError, UsageError
 from persistbench.core.figures import run_colour, table
 from persistbench.core.layout import RunLayout
 from persistbench.core.markup import Markup, join, page, tag
@@ -259,17 +259,26 @@ def build_report(
     protocol: str | None = None,
     progress: bool = False,
     arena: str | Path | None = None,
+    sheets: tuple[str, ...] | None = None,
 ) -> Path:
     """Write the report of the scored runs to ``out`` (one HTML file); returns its path.
 
     ``protocol``: the scores' folder name (default: each run's only one); ``arena``: a study folder of
-    ``persistbench arena`` whose ratings are added as a section.
+    ``persistbench arena`` whose ratings are added as a section; ``sheets``: the runs (names or folders) a
+    suite draws per-case figures of (contact sheets; default: every run).
     """
     from tqdm import tqdm
 
     if not run_dirs:
         raise PersistbenchError("report: give at least one run directory")
     runs = name_runs([run for p in run_dirs for run in _load(Path(p), protocol)])
+    if sheets is not None:
+        known = {r["name"] for r in runs} | {str(r.get("path")) for r in runs}
+        unknown = [s for s in sheets if s not in known]
+        if unknown:
+            raise UsageError(f"--sheets {unknown[0]}: no such run; the runs are {', '.join(r['name'] for r in runs)}")
+        for r in runs:
+            r["sheets"] = r["name"] in sheets or str(r.get("path")) in sheets
     suite, scorer = _scorer_of(runs)
     used = runs[0]["summary"].get("protocol")
     try:

@@ -14,6 +14,7 @@ from persistbench.core.figures import data_uri, figure_png, fmt, note_missing, p
 from persistbench.core.layout import RunLayout
 from persistbench.core.markup import Markup, join, tag
 from persistbench.io.images import encode_image, list_images, read_image
+from persistbench.metrics.frame import PSNR_CAP
 from persistbench.metrics.registry import METRICS, order
 from persistbench.suites.persistbench.dataset import Dataset
 from persistbench.suites.persistbench.scoring import SPLITS
@@ -221,9 +222,40 @@ def _table(runs: list[dict], subset: str, metrics: list[str], table_id: str) -> 
     return table(table_id, head, rows)
 
 
+def capped_share(run: dict, split: str = "visible", cap: float = PSNR_CAP) -> tuple[int, int]:
+    """``(frames at the PSNR cap, frames with a PSNR)`` among a run's ``split`` frames (identical inside the
+    mask: the cap stands in for an infinite PSNR and pulls the mean towards it)."""
+    at, n = 0, 0
+    for case in run["results"]["cases"]:
+        for v, inside in zip(case["metrics"].get("psnr") or [], case[split]):
+            if inside and v is not None:
+                n += 1
+                at += v >= cap
+    return at, n
+
+
+def cap_notes(runs: list[dict]) -> list[Markup]:
+    """A note per run whose visible PSNR stands on frames at the cap."""
+    notes = []
+    for r in runs:
+        at, n = capped_share(r)
+        if at:
+            notes.append(
+                tag(
+                    "p",
+                    f"{r['name']}: {at} of {n} visible frames are identical to the truth inside the mask and score "
+                    f"the PSNR cap ({PSNR_CAP:g} dB), which dominates its visible PSNR mean; compare visible PSNR "
+                    "with that in mind (SSIM has no cap).",
+                    class_="note",
+                )
+            )
+    return notes
+
+
 def steps(runs: list[dict]) -> int:
     """Slow steps (figures and contact sheets) the sections take, for the progress bar."""
-    return 2 * len([s for s in runs[0]["summary"]["subsets"] if s != "all"]) + 1
+    subsets = len([s for s in runs[0]["summary"]["subsets"] if s != "all"])
+    return subsets + 1 + subsets * len([r for r in runs if r.get("sheets", True)])
 
 
 def paper_sections(runs: list[dict]) -> tuple[str, list[Markup], list[Markup]]:
@@ -261,6 +293,7 @@ def sections(runs: list[dict], advance: Callable[[int], object]) -> tuple[str, l
         "gap = visible - invisible."
     )
     board = [tag("h2", "Leaderboard (all cases)"), _table(runs, "all", metrics, "leaderboard")]
+    board += cap_notes(runs) if "psnr" in metrics else []
     for s in subsets:
         board += [tag("h3", s), _table(runs, s, metrics, f"leaderboard-{s}")]
     figures = [tag("h2", "Visible vs invisible")]
@@ -279,17 +312,17 @@ def sections(runs: list[dict], advance: Callable[[int], object]) -> tuple[str, l
         tag("img", alt="memory curves", src=data_uri(curves(runs, metrics))),
     ]
     advance(1)
-    figures.append(_sheets(runs, subsets, advance))
+    figures += [_sheets(r, subsets, advance) for r in runs if r.get("sheets", True)]
     return note, board, figures
 
 
-def _sheets(runs: list[dict], subsets: list[str], advance: Callable[[int], object] = lambda n: None) -> Markup:
-    """Best and worst cases per subset by invisible PSNR (else the first metric) of the first non-oracle run."""
-    run = next((r for r in runs if not r["summary"].get("oracle")), runs[0])
+def _sheets(run: dict, subsets: list[str], advance: Callable[[int], object] = lambda n: None) -> Markup:
+    """Best and worst cases per subset of ``run`` by invisible PSNR (else the first metric)."""
     root = (run["info"] or {}).get("dataset", {}).get("root")
     if not root or not Path(root).is_dir():
         return join(
-            tag("h2", "Contact sheets"), tag("p", "The run's dataset is not here; no contact sheets.", class_="note")
+            tag("h2", f"Contact sheets ({run['name']})"),
+            tag("p", "The run's dataset is not here; no contact sheets.", class_="note"),
         )
     ds = Dataset(root)
     parts = [
