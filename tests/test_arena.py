@@ -406,3 +406,47 @@ def test_the_judge_rates_in_both_orders_beside_the_people(wrop_runs, tmp_path, m
             main, ["arena", "--output", str(other), "--judge-url", biased.url, "--judge-model", "left-x"]
         )
     assert {v["answer"] for v in Store(other).votes()} == {"tie"}  # a side preference cancels
+
+
+def test_the_page_shows_the_object_asked_about_and_raters_keep_their_links(sample_ds, tmp_path):
+    """Without --reference the rater still sees which object the question is about; a lost link is printed
+    again; a page opened without a token says how to get one (not raw JSON); a closed study takes no rater."""
+    from persistbench.arena.study import open_study
+    from persistbench.core.infer import InferOptions, infer
+
+    runs = []
+    for model in ("hold", "reproject"):
+        infer(InferOptions(dataset=sample_ds, output=tmp_path / model, model=model), progress=False)
+        runs.append(tmp_path / model)
+    study = open_study(runs)
+    (shown,) = study.frames(study.suite.key(study.cases[0]), "object")
+    magenta = (shown[..., 0] > 200) & (shown[..., 1] < 60) & (shown[..., 2] > 200)
+    assert magenta.sum() > 20  # the object's outline
+    folder = tmp_path / "study"
+    made = CliRunner().invoke(main, ["arena", *map(str, runs), "-o", str(folder), "--add-rater", "ann"])
+    again = CliRunner().invoke(main, ["arena", "-o", str(folder), "--rater-url", "ann"])
+    assert again.exit_code == 0 and again.output == made.output
+    unknown = CliRunner().invoke(main, ["arena", "-o", str(folder), "--rater-url", "bob"])
+    assert unknown.exit_code == 1 and "no rater named 'bob'; the raters are ann" in unknown.output
+    if CHROMIUM:
+        from playwright.sync_api import sync_playwright
+
+        port = _free_port()
+        server = Server(folder, port).start()
+        try:
+            with sync_playwright() as p:
+                browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+                page = browser.new_page()
+                page.goto(f"http://127.0.0.1:{port}/")
+                assert "needs your rater link" in page.inner_text("h1") and "--rater-url" in page.content()
+                page.goto(made.output.split(": ", 1)[1].strip().replace(":8765", f":{port}"))
+                page.wait_for_selector("body[data-pair]")
+                page.wait_for_function("document.getElementById('object').naturalWidth > 0")
+                assert page.evaluate("document.getElementById('object-box').hidden") is False
+                assert page.evaluate("document.getElementById('reference-box').hidden") is True
+                browser.close()
+        finally:
+            server.kill()
+    assert CliRunner().invoke(main, ["arena", "-o", str(folder), "--close", "--rounds", "10"]).exit_code == 0
+    late = CliRunner().invoke(main, ["arena", "-o", str(folder), "--add-rater", "carl"])
+    assert late.exit_code == 1 and "the study is closed; no rater can be added" in late.output

@@ -3,7 +3,7 @@
 const token = new URLSearchParams(location.search).get("t") || "";
 const q = (path) => path + (path.includes("?") ? "&" : "?") + "t=" + encodeURIComponent(token);
 let pair = null, frame = 0, playing = true, busy = false, longest = 1;
-const roles = ["context", "reference", "left", "right"];
+const roles = ["context", "object", "reference", "left", "right"];
 
 function text(id, value) { document.getElementById(id).textContent = value; }
 
@@ -14,6 +14,7 @@ function show(p) {
   text("prompt", p.prompt || "");
   text("progress", `${p.progress.votes} votes (${p.progress.mine} yours), ${p.progress.covered} of ${p.progress.cases} cases covered`);
   document.getElementById("reference-box").hidden = !p.frames.reference;
+  document.getElementById("object-box").hidden = !p.frames.object;
   text("left-name", p.runs ? "left: " + p.runs.left : "left");
   text("right-name", p.runs ? "right: " + p.runs.right : "right");
   const scrub = document.getElementById("scrub");

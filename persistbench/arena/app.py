@@ -4,10 +4,11 @@ Routes (every one but ``/app.js`` needs ``?t=<rater token>``; a missing or unkno
 
 * ``GET /`` the page (static HTML: no study data in it, so nothing of a run or a case is ever parsed as
   markup; its script fills text nodes only), with a Content-Security-Policy that allows scripts from
-  ``/app.js`` alone;
+  ``/app.js`` alone; without a valid token, a page saying how to get one's link again;
 * ``GET /api/next`` the rater's pair: the pending one if any (a reload, a restart), else a new one from
   :func:`.schedule.next_pair`; run names are not in it until the study is closed;
-* ``GET /api/frame/{pair}/{role}/{i}`` frame ``i`` of ``context``, ``reference``, ``left`` or ``right`` of one
+* ``GET /api/frame/{pair}/{role}/{i}`` frame ``i`` of ``context``, ``object`` (the object asked about,
+  outlined in the target's first frame, where the suite has one), ``reference``, ``left`` or ``right`` of one
   of the rater's pairs, as PNG;
 * ``POST /api/vote`` ``{"pair", "answer"}``: the vote is stored (once per pair) before the next pair is
   returned.
@@ -29,7 +30,7 @@ from persistbench.arena.study import Study
 from persistbench.core.errors import PersistbenchError
 
 PAGE_VERSION = "arena-1"
-ROLES = ("context", "reference", "left", "right")
+ROLES = ("context", "object", "reference", "left", "right")
 CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'"
 
 
@@ -70,10 +71,15 @@ def build_app(study: Study, store: Store):
     def refused() -> Response:
         return JSONResponse({"error": "a valid rater token is needed (?t=...)"}, status_code=403)
 
+    def page_refused() -> Response:
+        html = static.joinpath("refused.html").read_text()
+        return Response(html, status_code=403, media_type="text/html", headers={"Content-Security-Policy": CSP})
+
     def pair_json(pair: str) -> dict:
         shown = store.shown(pair)
         key = shown["case_key"]
-        roles = {"context": "context", "reference": "reference", "left": shown["left_run"], "right": shown["right_run"]}
+        roles = {"left": shown["left_run"], "right": shown["right_run"]}
+        roles = {**{r: r for r in ("context", "object", "reference")}, **roles}
         n = {
             r: len(study.frames(key, name)) if (r != "reference" or study.reference) else 0 for r, name in roles.items()
         }
@@ -115,7 +121,7 @@ def build_app(study: Study, store: Store):
 
     def page(request: Request) -> Response:
         if rater_of(request) is None:
-            return refused()
+            return page_refused()
         html = static.joinpath("page.html").read_text()
         return Response(html, media_type="text/html", headers={"Content-Security-Policy": CSP})
 

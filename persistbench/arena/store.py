@@ -92,7 +92,9 @@ class Store:
             db.execute("INSERT OR IGNORE INTO study VALUES ('closed', ?)", (json.dumps(now()),))
 
     def add_rater(self, name: str) -> str:
-        """A new rater's token (the rater's name must be new)."""
+        """A new rater's token (the rater's name must be new, the study open)."""
+        if self.closed():
+            raise PersistbenchError(f"{self.path}: the study is closed; no rater can be added")
         token = secrets.token_urlsafe(24)
         with self.db() as db:
             try:
@@ -100,6 +102,17 @@ class Store:
             except sqlite3.IntegrityError:
                 raise PersistbenchError(f"{self.path}: a rater named {name!r} exists already") from None
         return token
+
+    def token(self, name: str) -> str:
+        """The token of the rater ``name`` (to print a lost link again)."""
+        with self.db() as db:
+            row = db.execute("SELECT token FROM raters WHERE name = ?", (name,)).fetchone()
+            names = [r[0] for r in db.execute("SELECT name FROM raters ORDER BY name")] if row is None else []
+        if row is None:
+            raise PersistbenchError(
+                f"{self.path}: no rater named {name!r}; the raters are {', '.join(names) or 'none'}"
+            )
+        return row[0]
 
     def rater(self, token: str | None) -> str | None:
         """The rater whose token this is, or None."""

@@ -20,6 +20,7 @@ from persistbench.core.errors import PersistbenchError, UsageError
 from persistbench.core.layout import RunLayout
 from persistbench.core.runs import read_run_info
 from persistbench.core.suite import CaseRef, Suite
+from persistbench.io.images import outline
 
 MAX_FRAMES = 48
 MAX_WIDTH = 320
@@ -101,6 +102,14 @@ class Study:
         if role == "reference":
             req = self.request(key, True)
             return () if req is None or req.ground_truth is None else _shown(list(req.ground_truth[0]))
+        if role == "object":  # the object asked about: outlined in the target's first frame, where it is seen
+            req = self.request(key, True)
+            if req is None or req.ground_truth is None:
+                return ()
+            frame, mask = req.ground_truth[0][0], req.ground_truth[1][0]
+            if not 0 < mask.mean() < 0.9:  # no object to point at (WROP's whole-frame truth)
+                return ()
+            return _shown([outline(frame, mask, (255, 0, 255), 3)])
         if role == "context":
             frames = self.request(key, False).fields["input_frames"]
             return _shown([np.clip(np.rint(f * 255), 0, 255).astype(np.uint8) for f in frames])

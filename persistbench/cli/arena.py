@@ -19,6 +19,7 @@ from persistbench.cli.options import JUDGE_KEY_ENV, JUDGE_MODEL, JUDGE_URL, judg
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True)
 @click.option("--add-rater", "add_rater", metavar="NAME", multiple=True, help="Add a rater; print their page's URL.")
+@click.option("--rater-url", "rater_url", metavar="NAME", multiple=True, help="Print a rater's page URL again.")
 @click.option("--close", is_flag=True, help="Close the study: write ratings.json and leaderboard.csv, reveal names.")
 @click.option("--ratings", "ratings_only", is_flag=True, help="Write ratings.json and leaderboard.csv now.")
 @click.option("--export", type=click.Path(dir_okay=False, path_type=Path), help="Write every vote as JSON lines.")
@@ -42,6 +43,7 @@ def arena(
     host,
     port,
     add_rater,
+    rater_url,
     close,
     ratings_only,
     export,
@@ -70,7 +72,7 @@ def arena(
     from persistbench.arena.study import open_study
     from persistbench.core.outputs import STUDY, check_output
 
-    if not (add_rater or merge or judge_url or export or close or ratings_only):
+    if not (add_rater or rater_url or merge or judge_url or export or close or ratings_only):
         require_web()  # it will serve the page: say what is missing before anything is made
     if runs:
         check_output(output, inputs=[("run", r) for r in runs], accepts=(STUDY,))
@@ -86,6 +88,9 @@ def arena(
     for name in add_rater:
         token = store.add_rater(name)
         click.echo(f"{name}: http://{host}:{port}/?t={token}")
+        acted = True
+    for name in rater_url:
+        click.echo(f"{name}: http://{host}:{port}/?t={store.token(name)}")
         acted = True
     for path in merge:
         click.echo(f"merged {store.merge(path)} new vote(s) from {path}")

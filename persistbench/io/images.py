@@ -29,6 +29,14 @@ def encode_image(image: np.ndarray, fmt: str = "png") -> bytes:
     return buf.tobytes()
 
 
+def outline(image: np.ndarray, mask: np.ndarray, colour: tuple[int, int, int], width: int = 2) -> np.ndarray:
+    """``image`` (``(h, w, 3)`` uint8) with the outer contours of ``mask`` (``(h, w)`` bool) drawn in ``colour``."""
+    import cv2
+
+    contours, _ = cv2.findContours(mask.astype(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_NONE)
+    return cv2.drawContours(np.ascontiguousarray(image).copy(), contours, -1, colour, width)
+
+
 def write_image(path: str | os.PathLike, image: np.ndarray) -> str:
     """Write an image atomically in the format its suffix names; return the sha256."""
     fmt = Path(path).suffix.lower().lstrip(".").replace("jpeg", "jpg")

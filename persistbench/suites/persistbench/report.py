@@ -13,7 +13,7 @@ import numpy as np
 from persistbench.core.figures import data_uri, figure_png, fmt, note_missing, pyplot, run_legend, table
 from persistbench.core.layout import RunLayout
 from persistbench.core.markup import Markup, join, tag
-from persistbench.io.images import encode_image, list_images, read_image
+from persistbench.io.images import encode_image, list_images, outline, read_image
 from persistbench.metrics.frame import PSNR_CAP
 from persistbench.metrics.registry import METRICS, order
 from persistbench.suites.persistbench.dataset import Dataset
@@ -163,13 +163,6 @@ def curves(runs: list[dict], metrics: list[str]) -> bytes:
     return figure_png(curves_figure(runs, metrics))
 
 
-def _outline(image: np.ndarray, mask: np.ndarray, color: tuple[int, int, int]) -> np.ndarray:
-    import cv2
-
-    contours, _ = cv2.findContours(mask.astype(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_NONE)
-    return cv2.drawContours(np.ascontiguousarray(image), contours, -1, color, 2)
-
-
 def contact_sheet(case, run: RunLayout, result: dict, height: int = 96) -> bytes:
     """Rows: input view, ground-truth target, prediction, prediction with the ground-truth mask (green)
     and the model's mask (red, when it gave one); columns sampled across the off-screen frames."""
@@ -191,10 +184,10 @@ def contact_sheet(case, run: RunLayout, result: dict, height: int = 96) -> bytes
         gt = views["center"][t]
         h, w = gt.shape[:2]
         pred = cv2.resize(read_image(pred_frames[i]), (w, h), interpolation=cv2.INTER_AREA)
-        overlay = _outline(pred.copy(), case.view("center").mask(t) > 0, (0, 200, 0))
+        overlay = outline(pred.copy(), case.view("center").mask(t) > 0, (0, 200, 0))
         if pred_masks:
             m = cv2.resize(read_image(pred_masks[i], gray=True), (w, h), interpolation=cv2.INTER_NEAREST_EXACT) > 0
-            overlay = _outline(overlay, m, (230, 0, 0))
+            overlay = outline(overlay, m, (230, 0, 0))
         for row, image in zip(rows, (views["view_0"][t], gt, pred, overlay)):
             row.append(cv2.resize(image, (round(w * height / h), height), interpolation=cv2.INTER_AREA))
     gap = lambda img: np.full((img.shape[0], 4, 3), 255, np.uint8)  # noqa: E731
