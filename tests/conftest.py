@@ -69,6 +69,7 @@ SLOW_TESTS = {  # slow without a slow fixture: whole chains through the command 
     "test_doctor_does_not_call_missing_pieces_ready",
     "test_fingerprint_refuses_another_sample_clip_and_accepts_reencodes",
     "test_a_slow_drip_server_is_cut_at_the_timeout",
+    "test_a_new_users_walk_through_meets_no_surprise",
 }
 
 

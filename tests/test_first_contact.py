@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -20,6 +21,8 @@ from clirun import refused, run_cli
 
 from persistbench.cli import main
 from persistbench.io.files import sha256_file
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _commands() -> list[tuple[str, click.Command]]:
@@ -411,3 +414,14 @@ def test_ctrl_c_says_what_was_done_and_how_to_go_on(sample_ds, tmp_path):
     assert "run the same command again with --resume" in err
     resumed = run_cli(*args[3:], "--resume")
     assert resumed.returncode == 0 and "skipped 0" not in resumed.stdout, resumed.stdout + resumed.stderr
+
+
+def test_a_new_users_walk_through_meets_no_surprise(tmp_path):
+    """scripts/walkthrough.py: the README's flows on the bundled sample, a first day's mistakes included."""
+    spec = importlib.util.spec_from_file_location("walkthrough", ROOT / "scripts" / "walkthrough.py")
+    walkthrough = sys.modules["walkthrough"] = importlib.util.module_from_spec(spec)  # its dataclass needs it
+    spec.loader.exec_module(walkthrough)
+    assert walkthrough.walk(tmp_path, echo=lambda line: None) == []
+    broken = walkthrough.Step(["infer", "--model", "hold", "--dataset", "nowhere", "-o", "x"], refused="unknown model")
+    result = run_cli(*broken.args)
+    assert "not one Error: line" in walkthrough.check(broken, result, tmp_path, *walkthrough.known_names())
