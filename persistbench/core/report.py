@@ -59,6 +59,23 @@ def _load(path: Path, protocol: str | None) -> list[dict]:
     return [_load_run(path, protocol)]
 
 
+def load_runs(
+    run_dirs: list[str | Path], protocol: str | None = None, sheets: tuple[str, ...] | None = None
+) -> list[dict]:
+    """The scored runs at ``run_dirs`` (or the runs another toolkit's result files there hold), each named
+    uniquely and coloured (:func:`name_runs`), marked for per-case figures when ``sheets`` names it (None:
+    every run)."""
+    runs = name_runs([run for p in run_dirs for run in _load(Path(p), protocol)])
+    if sheets is not None:
+        known = {r["name"] for r in runs} | {str(r.get("path")) for r in runs}
+        unknown = [s for s in sheets if s not in known]
+        if unknown:
+            raise UsageError(f"--sheets {unknown[0]}: no such run; the runs are {', '.join(r['name'] for r in runs)}")
+        for r in runs:
+            r["sheets"] = r["name"] in sheets or str(r.get("path")) in sheets
+    return runs
+
+
 def name_runs(runs: list[dict]) -> list[dict]:
     """Give each run a name no other run of the report has (its folder's name; with its parent's where two
     share one; then numbered) and its colour (:func:`~persistbench.core.figures.run_colour`), in order."""
@@ -271,14 +288,7 @@ def build_report(
 
     if not run_dirs:
         raise PersistbenchError("report: give at least one run directory")
-    runs = name_runs([run for p in run_dirs for run in _load(Path(p), protocol)])
-    if sheets is not None:
-        known = {r["name"] for r in runs} | {str(r.get("path")) for r in runs}
-        unknown = [s for s in sheets if s not in known]
-        if unknown:
-            raise UsageError(f"--sheets {unknown[0]}: no such run; the runs are {', '.join(r['name'] for r in runs)}")
-        for r in runs:
-            r["sheets"] = r["name"] in sheets or str(r.get("path")) in sheets
+    runs = load_runs(run_dirs, protocol, sheets)
     suite, scorer = _scorer_of(runs)
     used = runs[0]["summary"].get("protocol")
     try:
