@@ -45,11 +45,16 @@ def r2m_table(summaries: dict[str, dict]) -> str:
     first = next(iter(summaries.values()))
     families = list(first["families"])
     metrics = order({m for s in summaries.values() for m in s["metrics"]})
-    head = f"{'R2M-Bench NMR':15s}{'Overall':>10s}" + "".join(f"{f:>12s}" for f in families)
+    head = f"{'R2M-Bench NMR':20s}{'Overall':>10s}" + "".join(f"{f:>12s}" for f in families)
     head += "".join(f"{m:>19s}" for m in metrics)
     lines = [head, "-" * len(head)]
+    notes = []
     for name, s in summaries.items():
         cells = [s["overall"]] + [s["families"][f]["nmr"] for f in families]
-        row = f"{name:15s}{cell(cells[0], 10)}" + "".join(cell(v, 12) for v in cells[1:])
+        mark = "*" if s["overall"] is not None and s.get("overall_partial") else " "
+        label = f"{name} (ref)" if s.get("oracle") else name
+        row = f"{label:20s}{cell(cells[0], 9)}{mark}" + "".join(cell(v, 12) for v in cells[1:])
         lines.append(row + "".join(cell(s["metrics"].get(m, {}).get("nmr"), 19) for m in metrics))
-    return "\n".join(lines)
+        notes += [f"* {name}: Overall partial: {'; '.join(s['overall_partial'])}"] if mark == "*" else []
+        notes += [f"{name} is a reference, not a result: {s['reference']}"] if s.get("reference") else []
+    return "\n".join(lines + notes)
