@@ -425,3 +425,27 @@ def test_a_new_users_walk_through_meets_no_surprise(tmp_path):
     broken = walkthrough.Step(["infer", "--model", "hold", "--dataset", "nowhere", "-o", "x"], refused="unknown model")
     result = run_cli(*broken.args)
     assert "not one Error: line" in walkthrough.check(broken, result, tmp_path, *walkthrough.known_names())
+
+
+def test_the_report_says_where_the_psnr_cap_rules_and_draws_sheets_of_the_runs_named(hold_run, tmp_path):
+    a = Path(shutil.copytree(hold_run, tmp_path / "a" / "hold"))
+    b = Path(shutil.copytree(hold_run, tmp_path / "b" / "hold"))
+    for run in (a, b):
+        assert run_cli("score", "--pred", run, "--metrics", "psnr,ssim", "--no-progress").returncode == 0
+    again = run_cli("score", "--pred", a, "--metrics", "psnr,ssim", "--no-progress")
+    assert "scored again: 8 case(s)" in again.stdout
+    html = tmp_path / "r.html"
+    assert run_cli("report", a, b, "-o", html, "--sheets", "b/hold").returncode == 0
+    text = html.read_text()
+    assert "Contact sheets (b/hold)" in text and "Contact sheets (a/hold)" not in text
+    assert "score the PSNR cap (100 dB), which dominates its visible PSNR mean" in text
+
+
+def test_the_demo_into_a_used_folder_says_which_output_to_pass(tmp_path):
+    (tmp_path / "persistbench-demo").mkdir()
+    (tmp_path / "persistbench-demo" / "report.html").write_text("an earlier demo")
+    result = subprocess.run(
+        [sys.executable, "-m", "persistbench", "demo"], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    line = refused(result, "--output persistbench-demo-2")
+    assert "a finished demo" in line
