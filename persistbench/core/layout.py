@@ -86,11 +86,11 @@ class RunLayout:
 
     @property
     def scores_root(self) -> Path:
-        """Every protocol's scores: ``scores/<protocol>/``."""
-        return self.root / "scores"
+        """Every protocol's scores: ``scores/<protocol>/`` (a ``scores`` link out of the run is refused)."""
+        return confined(self.root, "scores")
 
     def scores_dir(self, protocol: str) -> Path:
-        return child(self.scores_root, protocol)
+        return child(self.root, "scores", protocol)
 
     def scores_state_dir(self, protocol: str) -> Path:
         """Locks and done records of ``score`` under one protocol."""

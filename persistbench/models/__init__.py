@@ -15,12 +15,24 @@ import importlib.util
 from collections.abc import Callable
 from importlib.metadata import entry_points
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from persistbench.core.errors import PersistbenchError, foreign
-from persistbench.models.base import BaseModel, ModelInput, ModelOutput
 from persistbench.models.registry import BUILTINS, ENTRY_POINT_GROUP
 
+if TYPE_CHECKING:
+    from persistbench.models.base import BaseModel
+
 __all__ = ["BaseModel", "ModelInput", "ModelOutput", "BUILTINS", "resolve", "load_model"]
+
+
+def __getattr__(name: str):
+    # The interface (numpy) is imported on first use: the command line reads BUILTINS without it.
+    if name in ("BaseModel", "ModelInput", "ModelOutput"):
+        from persistbench.models import base
+
+        return getattr(base, name)
+    raise AttributeError(f"module 'persistbench.models' has no attribute {name!r}")
 
 
 def _from_module(module: str, name: str, spec: str) -> type:
