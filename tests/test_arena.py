@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 import signal
 import socket
@@ -150,12 +151,14 @@ def test_votes_are_append_only_once_per_pair_and_merge_across_studies(wrop_runs,
         db.execute("DELETE FROM votes")
     assert store.export(tmp_path / "votes.jsonl") == 1
     other = Store.create(tmp_path / "t", study.describe())
-    assert other.merge(tmp_path / "votes.jsonl") == 1 and other.merge(tmp_path / "votes.jsonl") == 0
-    assert other.votes() == store.votes()
+    cases = {study.suite.key(c) for c in study.cases}
+    assert other.merge(tmp_path / "votes.jsonl", cases) == 1 and other.merge(tmp_path / "votes.jsonl", cases) == 0
+    assert [{**v, "rater": v["rater"].removeprefix("merged:")} for v in other.votes()] == store.votes()
+    assert other.votes()[0]["rater"] == "merged:ann"  # a rater of another study, named as such
     forged = tmp_path / "forged.jsonl"
     forged.write_text(json.dumps({**store.votes()[0], "pair": "x", "left_run": "someone-else"}) + "\n")
     with pytest.raises(PersistbenchError, match="forged.jsonl:1: a vote of other runs"):
-        other.merge(forged)
+        other.merge(forged, cases)
     with pytest.raises(PersistbenchError, match="holds a study of other runs"):
         Store.create(tmp_path / "s", {**study.describe(), "runs": ["a", "b"]})
 
@@ -450,3 +453,103 @@ def test_the_page_shows_the_object_asked_about_and_raters_keep_their_links(sampl
     assert CliRunner().invoke(main, ["arena", "-o", str(folder), "--close", "--rounds", "10"]).exit_code == 0
     late = CliRunner().invoke(main, ["arena", "-o", str(folder), "--add-rater", "carl"])
     assert late.exit_code == 1 and "the study is closed; no rater can be added" in late.output
+
+
+def test_merge_takes_only_votes_this_study_could_have_had(wrop_runs, tmp_path):
+    """Issue 39: a FIFO, a link to /dev/zero, a non-UTF-8 byte, the judge's name, one run on both sides, an
+    unknown case and a 50 MB name are each refused in one line, quickly, with nothing stored."""
+    from persistbench.arena.store import Store
+    from persistbench.arena.study import open_study
+
+    study = open_study(wrop_runs)
+    store = Store.create(tmp_path / "s", study.describe())
+    cases = {study.suite.key(c) for c in study.cases}
+    good = {
+        "pair": "p1", "study": study.id, "rater": "zoe", "case_key": sorted(cases)[0], "left_run": "hold",
+        "right_run": "flow", "answer": "left", "time": "2026-01-01T00:00:00Z", "page_version": "arena-1",
+    }  # fmt: skip
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    (tmp_path / "zero").symlink_to("/dev/zero")
+    files = {
+        "fifo": fifo,
+        "zero": tmp_path / "zero",
+        "bytes": b'{"pair": "\xff"}\n',
+        "judge": {**good, "rater": "judge:Qwen"},
+        "same": {**good, "right_run": "hold"},
+        "case": {**good, "case_key": "nowhere/none"},
+        "name": {**good, "rater": "x" * 50_000},
+        "big": {**good, "rater": "x" * 50_000_000},
+    }
+    needles = {
+        "fifo": "not a regular file", "zero": "not a regular file", "bytes": "codec can't decode", "judge": "the judge's name",
+        "same": "two different runs", "case": "is not one of this study's", "name": "at most",
+        "big": "larger than the",
+    }  # fmt: skip
+    for name, content in files.items():
+        path = content if isinstance(content, Path) else tmp_path / f"{name}.jsonl"
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        elif isinstance(content, dict):
+            path.write_text(json.dumps(content) + "\n")
+        start = time.monotonic()
+        with pytest.raises(PersistbenchError) as caught:
+            store.merge(path, cases)
+        assert needles[name] in str(caught.value) and "\n" not in str(caught.value), (name, caught.value)
+        assert time.monotonic() - start < 10, name
+    assert store.votes() == []
+    (tmp_path / "good.jsonl").write_text(json.dumps(good) + "\n")
+    assert store.merge(tmp_path / "good.jsonl", cases) == 1 and store.votes()[0]["rater"] == "merged:zoe"
+
+
+def test_a_damaged_store_is_one_line(tmp_path):
+    from persistbench.arena.store import Store
+
+    for content in (b"", b"garbage, not sqlite" * 100):
+        (tmp_path / "arena.sqlite").write_bytes(content)
+        with pytest.raises(PersistbenchError, match="not an arena study"):
+            Store(tmp_path)
+        result = CliRunner().invoke(main, ["arena", "-o", str(tmp_path), "--close"])
+        assert result.exit_code == 1 and "not an arena study" in result.output and result.exception is not None
+
+
+def test_the_vote_endpoint_bounds_and_checks_a_body_before_reading_it(wrop_runs, tmp_path):
+    """Issue 39: a body past 4 KiB is 413 (declared or streamed), another content type 415, deep nesting,
+    a key twice and NaN 400; the server stays up and stores nothing."""
+    from persistbench.arena.store import Store
+
+    study = tmp_path / "study"
+    made = CliRunner().invoke(main, ["arena", *map(str, wrop_runs[:2]), "-o", str(study), "--add-rater", "ann"])
+    token = made.output.split("?t=")[1].strip()
+    port = _free_port()
+    server = Server(study, port).start()
+    url = f"http://127.0.0.1:{port}/api/vote?t={token}"
+
+    def post(body: bytes, kind: str = "application/json", chunked: bool = False) -> int:
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+            head = f"POST /api/vote?t={token} HTTP/1.1\r\nHost: x\r\nContent-Type: {kind}\r\n"
+            if chunked:  # no declared length: the server must stop reading past the bound
+                s.sendall((head + "Transfer-Encoding: chunked\r\n\r\n").encode())
+                try:
+                    for i in range(0, len(body), 65536):
+                        part = body[i : i + 65536]
+                        s.sendall(f"{len(part):x}\r\n".encode() + part + b"\r\n")
+                    s.sendall(b"0\r\n\r\n")
+                except OSError:
+                    pass  # the server answered and closed early: what is wanted
+            else:
+                s.sendall((head + f"Content-Length: {len(body)}\r\n\r\n").encode() + body[:65536])
+            return int(s.recv(64).split()[1])
+
+    try:
+        assert post(b'{"pair": "x", "answer": "left"}', "text/plain") == 415
+        assert post(b"x" * 10_000_000) == 413
+        assert post(b"x" * 10_000_000, chunked=True) == 413
+        assert post(b"[" * 200_000 + b"]" * 200_000) in (400, 413)
+        assert post(b"[" * 2000 + b"]" * 2000) == 400
+        assert post(b'{"pair": "x", "pair": "y", "answer": "left"}') == 400
+        assert post(b'{"pair": NaN, "answer": "left"}') == 400
+        assert _status(url, json.dumps({"pair": "x", "answer": "left"}).encode()) == 404  # parsed, no such pair
+    finally:
+        server.kill()
+    assert Store(study).votes() == []

@@ -10,7 +10,8 @@ Routes (every one but ``/app.js`` needs ``?t=<rater token>``; a missing or unkno
 * ``GET /api/frame/{pair}/{role}/{i}`` frame ``i`` of ``context``, ``object`` (the object asked about,
   outlined in the target's first frame, where the suite has one), ``reference``, ``left`` or ``right`` of one
   of the rater's pairs, as PNG;
-* ``POST /api/vote`` ``{"pair", "answer"}``: the vote is stored (once per pair) before the next pair is
+* ``POST /api/vote`` ``{"pair", "answer"}`` (``application/json``, at most :data:`MAX_VOTE_BYTES`, strict JSON,
+  else 415, 413 or 400 before anything is parsed or stored): the vote is stored (once per pair) before the next pair is
   returned.
 
 Handlers that read the store or decode frames run in Starlette's thread pool, so one rater's slow first
@@ -28,9 +29,11 @@ from persistbench.arena import ratings, schedule
 from persistbench.arena.store import Store
 from persistbench.arena.study import Study
 from persistbench.core.errors import PersistbenchError
+from persistbench.io.files import parse_json
 
 PAGE_VERSION = "arena-1"
 ROLES = ("context", "object", "reference", "left", "right")
+MAX_VOTE_BYTES = 4096  # {"pair", "answer"} is well under 100 bytes
 CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'"
 
 
@@ -161,9 +164,14 @@ def build_app(study: Study, store: Store):
         rater = rater_of(request)
         if rater is None:
             return refused()
+        if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
+            return JSONResponse({"error": "a vote is sent as application/json"}, status_code=415)
+        data = await bounded_body(request)
+        if data is None:
+            return JSONResponse({"error": f"a vote is at most {MAX_VOTE_BYTES} bytes"}, status_code=413)
         try:
-            body = await request.json()
-        except ValueError:
+            body = parse_json(data, "the vote")
+        except PersistbenchError:
             body = None
         if (
             not isinstance(body, dict)
@@ -174,6 +182,18 @@ def build_app(study: Study, store: Store):
                 {"error": f"a vote is {{pair, answer}} with answer in {list(ratings.ANSWERS)}"}, status_code=400
             )
         return await run_in_threadpool(record, rater, body["pair"], body["answer"])
+
+    async def bounded_body(request: Request) -> bytes | None:
+        """The request's body, or None past :data:`MAX_VOTE_BYTES` (a declared length is checked first)."""
+        declared = request.headers.get("content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > MAX_VOTE_BYTES):
+            return None
+        data = b""
+        async for chunk in request.stream():
+            data += chunk
+            if len(data) > MAX_VOTE_BYTES:
+                return None
+        return data
 
     def record(rater: str, pair: str, answer: str) -> Response:
         """Store the vote, then choose the next pair (in a worker thread: the page's other requests go on)."""

@@ -14,8 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from persistbench.arena.ratings import ANSWERS
-from persistbench.arena.results import JUDGE_PREFIX
-from persistbench.arena.store import Store, now
+from persistbench.arena.store import JUDGE_PREFIX, Store, now
 from persistbench.arena.study import Study
 
 STRIP = 6

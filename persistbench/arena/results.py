@@ -13,11 +13,9 @@ import io
 from pathlib import Path
 
 from persistbench.arena import ratings
-from persistbench.arena.store import Store
+from persistbench.arena.store import JUDGE_PREFIX, Store
 from persistbench.arena.study import Study
 from persistbench.io.files import dump_json, write_text
-
-JUDGE_PREFIX = "judge:"
 
 
 def votes_of(store: Store, study: Study, judge: bool) -> list[ratings.Vote]:

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from persistbench.arena.ratings import ANSWERS
 from persistbench.core.errors import PersistbenchError
 from persistbench.core.layout import STUDY_STORE
 
@@ -38,6 +39,11 @@ CREATE TRIGGER IF NOT EXISTS votes_no_update BEFORE UPDATE ON votes BEGIN SELECT
 CREATE TRIGGER IF NOT EXISTS votes_no_delete BEFORE DELETE ON votes BEGIN SELECT RAISE(ABORT, 'votes are append-only'); END;
 """
 VOTE_FIELDS = ("pair", "study", "rater", "case_key", "left_run", "right_run", "answer", "time", "page_version")
+JUDGE_PREFIX = "judge:"  # the judge's votes are stored under judge:<model> (arena/judge.py), never merged
+MERGED_PREFIX = "merged:"  # a rater of another study, as its votes are merged here
+MAX_FIELD = 200  # characters of any text of a vote (names, ids, times)
+MAX_MERGED_VOTES = 100_000
+MAX_MERGE_BYTES = MAX_MERGED_VOTES * 2 * MAX_FIELD  # an exported vote is a few hundred bytes
 
 
 def now() -> str:
@@ -51,6 +57,10 @@ class Store:
         self.path = Path(folder) / STORE
         if not self.path.is_file():
             raise PersistbenchError(f"{folder}: no arena study (no {STORE}); create it with persistbench arena RUN...")
+        try:
+            self.study()
+        except (sqlite3.DatabaseError, TypeError, ValueError) as e:  # a damaged or foreign file
+            raise PersistbenchError(f"{self.path}: not an arena study ({str(e).splitlines()[0]})") from None
 
     @classmethod
     def create(cls, folder: Path, study: dict) -> Store:
@@ -186,21 +196,46 @@ class Store:
         path.write_text("".join(json.dumps(v, sort_keys=True) + "\n" for v in votes))
         return len(votes)
 
-    def merge(self, path: Path) -> int:
-        """Append the votes of an exported file (read as untrusted); a vote already here is skipped. Returns how
-        many were added."""
-        from persistbench.io.files import parse_json
+    def raters(self) -> set[str]:
+        with self.db() as db:
+            return {r[0] for r in db.execute("SELECT name FROM raters")}
 
-        runs = set(self.study()["runs"])
+    def merge(self, path: Path, cases: set[str]) -> int:
+        """Append the votes of an exported file, read as untrusted (a bounded regular file, strict JSON lines);
+        a vote already here is skipped. Only votes that could have been cast in this study are taken: two
+        different runs of it, one of its ``cases``, an answer of :data:`ANSWERS`, texts of at most
+        :data:`MAX_FIELD` printable characters; a rater not of this study is stored as ``merged:<name>``, and a
+        vote under the judge's name is refused (the judge's votes come from the judge). Returns how many were added."""
+        from persistbench.io.files import parse_json, read_bounded
+
+        runs, known = set(self.study()["runs"]), self.raters()
+        lines = read_bounded(path, MAX_MERGE_BYTES).split(b"\n")
+        if len(lines) > MAX_MERGED_VOTES + 1:
+            raise PersistbenchError(f"{path}: more than {MAX_MERGED_VOTES} votes")
         votes = []
-        for n, line in enumerate(path.read_text().splitlines(), 1):
+        for n, line in enumerate(lines, 1):
             if not line.strip():
                 continue
-            v = parse_json(line.encode(), f"{path}:{n}")
+            v = parse_json(line, f"{path}:{n}")
             if not isinstance(v, dict) or set(v) != set(VOTE_FIELDS) or not all(isinstance(x, str) for x in v.values()):
                 raise PersistbenchError(f"{path}:{n}: not a vote ({', '.join(VOTE_FIELDS)}, all text)")
-            if v["answer"] not in ("left", "right", "tie", "both_wrong") or not {v["left_run"], v["right_run"]} <= runs:
-                raise PersistbenchError(f"{path}:{n}: a vote of other runs or an unknown answer")
+            long = [k for k, x in v.items() if len(x) > MAX_FIELD or not x.isprintable()]
+            if long:
+                raise PersistbenchError(
+                    f"{path}:{n}: {long[0]}: must be printable text of at most {MAX_FIELD} characters"
+                )
+            if v["answer"] not in ANSWERS:
+                raise PersistbenchError(f"{path}:{n}: answer: must be one of {', '.join(ANSWERS)}")
+            if v["left_run"] == v["right_run"] or not {v["left_run"], v["right_run"]} <= runs:
+                raise PersistbenchError(f"{path}:{n}: a vote of other runs (two different runs of this study)")
+            if v["case_key"] not in cases:
+                raise PersistbenchError(f"{path}:{n}: case {v['case_key']!r} is not one of this study's")
+            if v["rater"].startswith(JUDGE_PREFIX):
+                raise PersistbenchError(
+                    f"{path}:{n}: a vote under the judge's name; the judge votes through --judge-url"
+                )
+            if v["rater"] not in known and not v["rater"].startswith(MERGED_PREFIX):
+                v = {**v, "rater": MERGED_PREFIX + v["rater"]}
             votes.append(v)
         return self.append(votes)
 

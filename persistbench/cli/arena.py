@@ -93,7 +93,7 @@ def arena(
         click.echo(f"{name}: http://{host}:{port}/?t={store.token(name)}")
         acted = True
     for path in merge:
-        click.echo(f"merged {store.merge(path)} new vote(s) from {path}")
+        click.echo(f"merged {store.merge(path, {study.suite.key(c) for c in study.cases})} new vote(s) from {path}")
         acted = True
     if judge_url:
         from persistbench.arena.judge import judge_study
