@@ -276,3 +276,52 @@ def test_a_target_video_that_disagrees_with_its_split_is_refused(outputs, tmp_pa
     result = CliRunner().invoke(main, ["score", "--pred", str(run), "--metrics", "psnr", "--no-progress"])
     assert result.exit_code != 0
     assert f"{sample / layout.TARGET_VIDEO}: 60 frames, metadata.json's video_split makes 50" in result.output
+
+
+def _zip_bytes(members: list[tuple[str, bytes]], encrypt: str | None = None) -> bytes:
+    """A zip of ``members`` (names may repeat); the member ``encrypt`` carries the encryption flag."""
+    import warnings
+    import zipfile
+
+    buf = io.BytesIO()
+    with warnings.catch_warnings(), zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        warnings.simplefilter("ignore")  # zipfile warns of the repeated name, which is the point
+        for name, data in members:
+            z.writestr(name, data)
+    raw = bytearray(buf.getvalue())
+    if encrypt is not None:  # set bit 0 of the general purpose flags in the local and central headers
+        for sig, offset in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):
+            i = raw.find(sig)
+            while i >= 0:
+                name_at = i + (30 if sig == b"PK\x03\x04" else 46)
+                if raw[name_at : name_at + len(encrypt)] == encrypt.encode():
+                    raw[i + offset] |= 1
+                i = raw.find(sig, i + 4)
+    return bytes(raw)
+
+
+def test_a_hostile_trajectory_npz_is_one_line(outputs, tmp_path):
+    """Issue 39: members with the encryption flag or twice (numpy would keep the last) are refused naming the file."""
+    loose = Path(shutil.copytree(outputs["loose"], tmp_path / "loose"))
+    target = sorted(loose.glob("*_task/*/trajectory.npz"))[0]
+    good = np.load(target, allow_pickle=False)
+    arrays = {k: good[k] for k in good.files}
+    members = []
+    for k, v in arrays.items():
+        b = io.BytesIO()
+        np.save(b, v, allow_pickle=False)
+        members.append((f"{k}.npy", b.getvalue()))
+    for n, (damaged, needle) in enumerate(
+        [
+            (_zip_bytes(members, encrypt="xpos.npy"), "xpos: an encrypted member"),
+            (_zip_bytes([*members, members[0]]), f"{members[0][0][:-4]}: a member twice"),
+        ]
+    ):
+        target.write_bytes(damaged)
+        for command in (
+            ["verify", str(loose)],
+            ["infer", "--model", "hold", "--dataset", str(loose), "-o", str(tmp_path / f"r{n}")],
+        ):
+            result = CliRunner().invoke(main, [*command, "--no-progress"])
+            assert result.exit_code != 0 and needle in result.output, (command, result.output)
+            assert "Traceback" not in result.output and "internal error" not in result.output

@@ -18,9 +18,10 @@ import numpy as np
 
 from persistbench.core.errors import PersistbenchError
 from persistbench.core.layout import FRAMES_DIR, MASKS_DIR, STATE_DIR, frame_name, mask_name
-from persistbench.io.files import sha256_file
+from persistbench.io.files import read_bounded, sha256_file
 from persistbench.io.images import list_images, read_image, write_image
 from persistbench.io.names import confined, name_problem
+from persistbench.io.safeload import MAX_BYTES as MAX_NPY_BYTES
 from persistbench.io.safeload import load_dict, save_npy_dict
 from persistbench.suites.persistbench import contracts
 from persistbench.suites.persistbench.index import read_case_records, read_index
@@ -268,7 +269,7 @@ class Dataset:
         for case in self.cases():
             h.update(f"{case.subset}/{case.case_id}\n".encode())
             for view in VIEWS:
-                h.update(case.view(view).camera_path.read_bytes())
+                h.update(read_bounded(case.view(view).camera_path, MAX_NPY_BYTES))
         return h.hexdigest()
 
     def index_rows(self) -> list[dict]:

@@ -32,7 +32,7 @@ import numpy as np
 
 from persistbench.core.errors import PersistbenchError, UsageError
 from persistbench.io import web
-from persistbench.io.files import parse_json
+from persistbench.io.files import open_regular, parse_json
 from persistbench.io.safeload import load_npy_bytes
 from persistbench.io.tarindex import REMOTE_CHUNK, ByteSource, HttpRange, LocalFile, TarIndex, build_index, cached_index
 from persistbench.suites.wrop import layout
@@ -83,7 +83,7 @@ class LocalCorpus(Location):
     def read(self, path: str, limit: int) -> bytes:
         file = self.root / path
         try:
-            with open(file, "rb") as f:
+            with open_regular(file) as f:  # a FIFO or a device in the generator's output is refused, not read
                 data = f.read(limit + 1)
         except OSError as e:
             raise PersistbenchError(f"{file}: cannot read ({e.strerror})") from None
@@ -388,6 +388,12 @@ class TaskSamples:
             with zipfile.ZipFile(io.BytesIO(data)) as z:
                 for info in z.infolist():
                     name = info.filename.removesuffix(".npy")
+                    if info.flag_bits & 0x1:
+                        raise PersistbenchError(f"{where}: {name}: an encrypted member")
+                    if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+                        raise PersistbenchError(f"{where}: {name}: compression method {info.compress_type} refused")
+                    if name in out:  # numpy would keep the last silently
+                        raise PersistbenchError(f"{where}: {name}: a member twice")
                     with z.open(info) as member:  # read bounded: the declared sizes may lie
                         raw = member.read(left + 1)
                     left -= len(raw)

@@ -31,7 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from persistbench.core.errors import PersistbenchError, UsageError
+from persistbench.io.files import read_bounded
 from persistbench.io.ytdl_job import VIDEO_SUFFIXES
+
+MAX_COOKIES_BYTES = 16 << 20  # a browser's whole cookie jar in Netscape format is a few hundred KB
 
 REMOTE_HOME = ".cache/persistbench-remote"
 DENO = "2.9.8"  # PyPI's deno wheel puts the binary in the venv's bin/, where yt-dlp's job finds it
@@ -192,7 +195,7 @@ class SshHost:
         make = f"mkdir -p {q(folder)} && chmod 700 {q(folder)}"  # in the job's own command: one round trip less
         if cookies:
             upload = f"{make} && umask 077 && cat > {q(folder)}/cookies.txt"
-            self.run(upload, data=Path(cookies).read_bytes(), timeout=300)
+            self.run(upload, data=read_bounded(cookies, MAX_COOKIES_BYTES), timeout=300)
             job["cookies"] = f"~/{folder}/cookies.txt"
         try:
             py = q(self.python())

@@ -8,11 +8,11 @@ every download first waits the current delay.
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
-from persistbench.io.files import file_lock, write_json
+from persistbench.core.errors import PersistbenchError
+from persistbench.io.files import file_lock, read_json, write_json
 
 MAX_DELAY = 300.0
 
@@ -23,8 +23,8 @@ class Throttle:
 
     def delay(self) -> float:
         try:
-            value = json.loads(self.path.read_text()).get("delay", 0.0)
-        except (OSError, ValueError, AttributeError):
+            value = read_json(self.path, limit=4096).get("delay", 0.0)
+        except (PersistbenchError, AttributeError):  # missing, unreadable or foreign: no delay
             return 0.0
         return float(value) if isinstance(value, int | float) and 0 <= value <= MAX_DELAY else 0.0
 
