@@ -465,9 +465,9 @@ def test_options_are_named_alike_and_say_what_they_take(tmp_path):
 
 
 def test_doctor_does_not_call_missing_pieces_ready(tmp_path):
-    env = {**os.environ, "PATH": ""}  # no JavaScript runtime: an optional piece for synth
+    env = {**os.environ, "PATH": ""}  # no JavaScript runtime: an optional piece for download (YouTube only)
     result = subprocess.run(
-        [sys.executable, "-m", "persistbench", "doctor", "--for", "synth"],
+        [sys.executable, "-m", "persistbench", "doctor", "--for", "download"],
         capture_output=True,
         text=True,
         cwd=tmp_path,
@@ -477,7 +477,7 @@ def test_doctor_does_not_call_missing_pieces_ready(tmp_path):
     lines = result.stdout.splitlines()
     missing = [line[9:].split("  ")[0].strip() for line in lines if line.startswith("missing ")]
     assert "JavaScript runtime (YouTube)" in missing
-    assert lines[-1] == f"ready for synth; optional, missing: {', '.join(missing)}"
+    assert lines[-1] == f"ready for download; optional, missing: {', '.join(missing)}"
 
 
 # ------------------------------------------------------------------ 4. masks resized centre-aligned, as PIL does

@@ -278,10 +278,16 @@ def test_resume_and_overwrite_rules(sample_ds, tmp_path):
     ok = infer_cli("--model", "hold", "--dataset", sample_ds, "--output", run, "--resume", "--limit", "2")
     assert ok.exit_code == 0 and "done 1, skipped 1" in ok.output
     changed = json.loads((run / "run.json").read_text())
-    changed["dataset"]["fingerprint"] = "0" * 64  # as if the run had been made on another dataset
+    changed["dataset"]["fingerprint"] = "0" * 64  # as if the dataset had changed (grown) since
     write_json(run / "run.json", changed)
+    grown = infer_cli("--model", "hold", "--dataset", sample_ds, "--output", run, "--resume", "--limit", "2")
+    assert grown.exit_code == 0 and "skipped 2" in grown.output  # its cases are as they were: kept
+    assert json.loads((run / "run.json").read_text())["dataset"]["fingerprint"] != "0" * 64  # the new one recorded
+    write_json(run / "run.json", changed)
+    case_json = next(run.glob("*/*/case.json"))
+    write_json(case_json, {k: v for k, v in json.loads(case_json.read_text()).items() if k != "case_sha256"})
     refused = infer_cli("--model", "hold", "--dataset", sample_ds, "--output", run, "--resume")
-    assert refused.exit_code == 1 and "different dataset" in refused.output
+    assert refused.exit_code == 1 and "different dataset" in refused.output  # a case that cannot be checked
     assert (
         infer_cli(
             "--model", "reproject", "--dataset", sample_ds, "--output", run, "--overwrite", "--limit", "1"
