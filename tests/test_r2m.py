@@ -543,3 +543,15 @@ def test_the_report_and_leaderboard_mark_a_partial_overall_and_the_reference(tre
     board = html[html.index('id="leaderboard"') : html.index("</table>", html.index('id="leaderboard"'))]
     assert "pose (reference)" in board and board.count("(partial)") == 2
     assert "is a reference, not a result" in html
+
+
+def test_a_deeply_nested_state_file_is_one_line(tmp_path):
+    """Issue 39: an expression nested past the parser's stack is a refusal naming the file, not RecursionError."""
+    from persistbench.suites.r2m.upstream_state import read_prompts
+
+    path = tmp_path / "persistent_state.py"
+    for text in ("x = " + "-" * 500_000 + "1\n", "x = " + "(" * 200_000 + "1" + ")" * 200_000 + "\n"):
+        path.write_text(text)
+        with pytest.raises(PersistbenchError) as e:
+            read_prompts(path)
+        assert str(e.value).startswith(f"{path}: ") and "\n" not in str(e.value)

@@ -43,6 +43,8 @@ def read_prompts(path: Path) -> tuple[str, str]:
         tree = ast.parse(read_bounded(path, 1 << 20))
     except (SyntaxError, ValueError) as e:
         raise PersistbenchError(f"{path}: not Python ({str(e).splitlines()[0]})") from None
+    except (RecursionError, MemoryError):  # an expression nested past the parser's stack
+        raise PersistbenchError(f"{path}: nested too deeply to read as upstream's prompts") from None
     found = {}
     for node in tree.body:
         if (
