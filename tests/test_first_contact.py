@@ -449,3 +449,51 @@ def test_the_demo_into_a_used_folder_says_which_output_to_pass(tmp_path):
     )
     line = refused(result, "--output persistbench-demo-2")
     assert "a finished demo" in line
+
+
+def test_recipe_redirects_stay_on_the_server_asked(tmp_path):
+    """Issue 39: a redirect to another server or to ftp:// is refused in one line, a loop too; one within the
+    server is followed and its final URL recorded."""
+    from http.server import BaseHTTPRequestHandler
+
+    from loopback import LoopbackServer
+
+    from persistbench.io import web
+    from persistbench.suites.persistbench.build.download import resolve_recipes
+
+    recipes = (ROOT / "persistbench" / "data" / "sample" / "recipes.jsonl").read_bytes()
+
+    class Other(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(recipes)))
+            self.end_headers()
+            self.wfile.write(recipes)
+
+        def log_message(self, *args):
+            pass
+
+    with LoopbackServer(Other) as other:
+
+        class Redirects(Other):
+            def do_GET(self):
+                where = {
+                    "/away": other.url + "/r.jsonl",
+                    "/ftp": "ftp://127.0.0.1/r.jsonl",
+                    "/loop": "/loop",
+                    "/same": "/r.jsonl",
+                }.get(self.path)
+                if where is None:
+                    return super().do_GET()
+                self.send_response(302)
+                self.send_header("Location", where)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        with LoopbackServer(Redirects) as server:
+            assert web.request(server.url + "/same", 1 << 20).url == server.url + "/r.jsonl"
+            source = resolve_recipes(server.url + "/same", tmp_path / "cache")
+            assert source.final_url == server.url + "/r.jsonl" and source.path.read_bytes() == recipes
+            for path, needle in (("/away", "another server"), ("/ftp", "another server"), ("/loop", "HTTP 302")):
+                result = run_cli("download", "--recipes", server.url + path, "--dry-run", "--cache", tmp_path / "c")
+                refused(result, "cannot fetch recipes", needle)

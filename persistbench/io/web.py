@@ -27,6 +27,23 @@ class Response:
     status: int
     headers: dict[str, str]  # names lower-cased
     body: bytes
+    url: str = ""  # where the body came from, after redirects
+
+
+class SameOrigin(urllib.request.HTTPRedirectHandler):
+    """Redirects followed only within the asked URL's scheme and host (never to another server, nor to
+    ``ftp://`` or ``file://``); urllib's own rules cap their number and refuse a loop."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        from urllib.parse import urljoin, urlsplit
+
+        old, new = urlsplit(req.full_url), urlsplit(urljoin(req.full_url, newurl))
+        if (new.scheme, new.netloc) != (old.scheme, old.netloc):
+            raise PersistbenchError(
+                f"{req.full_url}: redirected to {new.scheme}://{new.netloc}, another server; only redirects within "
+                f"{old.scheme}://{old.netloc} are followed (pass the final URL yourself if you trust it)"
+            )
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
 def default_timeout() -> float:
@@ -59,7 +76,7 @@ def request(
     def run() -> None:
         try:
             req = urllib.request.Request(url, method=method, headers=headers or {})
-            with urllib.request.urlopen(req, timeout=deadline) as r:
+            with urllib.request.build_opener(SameOrigin).open(req, timeout=deadline) as r:
                 box["response"] = r
                 chunks, size = [], 0
                 while chunk := r.read1(_CHUNK):
@@ -67,7 +84,9 @@ def request(
                     if size > limit:
                         raise too_large(url, limit)
                     chunks.append(chunk)
-                box["result"] = Response(r.status, {k.lower(): v for k, v in r.headers.items()}, b"".join(chunks))
+                box["result"] = Response(
+                    r.status, {k.lower(): v for k, v in r.headers.items()}, b"".join(chunks), r.geturl()
+                )
         except BaseException as e:  # handed to the waiting thread
             box["error"] = e
         finally:

@@ -51,6 +51,7 @@ class RecipeSource:
     path: Path  # local file
     spec: str  # what the user gave (or "bundled")
     revision: str | None = None  # hf:// commit hash
+    final_url: str | None = None  # http(s): where the file came from after redirects (within one server)
 
     @property
     def origin(self) -> str:
@@ -67,10 +68,11 @@ def resolve_recipes(spec: str | None, cache: Path) -> RecipeSource:
     if spec.startswith(("http://", "https://")):
         target = CacheLayout(cache).recipes_copy(spec)
         try:
-            write_bytes(target, web.request(spec, MAX_FILE_BYTES).body)
+            response = web.request(spec, MAX_FILE_BYTES)
         except PersistbenchError as e:
             raise PersistbenchError(f"cannot fetch recipes: {e}") from None
-        return RecipeSource(target, spec)
+        write_bytes(target, response.body)
+        return RecipeSource(target, spec, final_url=response.url)
     if spec.startswith("hf://"):
         return _hf_recipes(spec, cache)
     path = Path(spec)
@@ -200,7 +202,12 @@ def download(source: RecipeSource, opts: DownloadOptions, executor: Executor | N
     if not opts.download_only:
         write_json(
             opts.output / RECIPES_PROVENANCE,
-            {"recipes": source.spec, "revision": source.revision, "sha256": sha256_file(source.path)},
+            {
+                "recipes": source.spec,
+                "revision": source.revision,
+                "sha256": sha256_file(source.path),
+                **({"url": source.final_url} if source.final_url and source.final_url != source.spec else {}),
+            },
         )
     done = {} if opts.download_only else complete_cases(opts.output)
     state = confined(opts.output if not opts.download_only else opts.sources.cache, STATE_DIR)
