@@ -10,11 +10,15 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import subprocess
+import sys
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import public_toolkit
 import pytest
+from clirun import refused
 
 from persistbench.core.errors import PersistbenchError
 from persistbench.suites.persistbench import submission
@@ -231,3 +235,72 @@ def test_check_finds_predictions_that_changed_and_results_that_do_not_follow():
     assert checks[2].max_frame_diff == pytest.approx(0.01)
     assert submission.sample_uids(uids, 2, "seed") == submission.sample_uids(uids, 2, "seed")
     assert len(submission.sample_uids(uids, 9, "seed")) == 4
+
+
+def _peak_rss_mib(*args: object) -> tuple[subprocess.CompletedProcess, float]:
+    """Run ``persistbench ARGS`` as the only child of a fresh interpreter; its output and its peak RSS (MiB)."""
+    code = (
+        "import resource, subprocess, sys, json\n"
+        "r = subprocess.run([sys.executable, '-m', 'persistbench', *sys.argv[1:]], capture_output=True, text=True)\n"
+        "print(json.dumps([r.returncode, r.stdout, r.stderr, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, timeout=600)
+    rc, stdout, stderr, kib = json.loads(out.stdout)
+    return subprocess.CompletedProcess(args, rc, stdout, stderr), kib / 1024
+
+
+def _bomb_zip(path: Path, members: dict[str, bytes]) -> Path:
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+    return path
+
+
+def test_the_submission_gate_bounds_memory_not_only_bytes(tmp_path):
+    """Issue 39: a 250 MiB results.json of ``[],`` (honest sizes, a few hundred KB zipped) is refused before
+    parsing, under a 1 GiB peak; a member encrypted, of another compression method, or corrupt, and entries of
+    the wrong types are one line each."""
+    sub = make(4, seed=4)
+    good = _zip(tmp_path, sub, "s.zip")
+    with zipfile.ZipFile(good) as z:
+        members = {i.filename: z.read(i) for i in z.infolist()}
+    (tmp_path / "run").mkdir()
+    bomb = _bomb_zip(tmp_path / "bomb.zip", {**members, "results.json": b"[" + b"[]," * ((250 << 20) // 3) + b"[]]"})
+    assert bomb.stat().st_size < 2 << 20
+    result, peak = _peak_rss_mib("package", "--check", bomb, "--pred", tmp_path / "run")
+    line = refused(result, "results.json", "JSON lists and objects")
+    assert peak < 256, (peak, line)  # measured: 45 MiB (3.7 GB and a MemoryError before)
+    raw = good.read_bytes()
+    i = raw.index(b"PK\x03\x04")
+    encrypted = bytearray(raw)
+    encrypted[i + 6] |= 1  # the first member's local header ...
+    j = raw.index(b"PK\x01\x02")
+    encrypted[j + 8] |= 1  # ... and its directory entry carry the encryption flag
+    (tmp_path / "enc.zip").write_bytes(bytes(encrypted))
+    method = bytearray(raw)
+    method[i + 8 : i + 10] = (99).to_bytes(2, "little")
+    method[j + 10 : j + 12] = (99).to_bytes(2, "little")
+    (tmp_path / "method.zip").write_bytes(bytes(method))
+    corrupt = bytearray(raw)
+    name_len = int.from_bytes(raw[i + 26 : i + 28], "little")
+    start = i + 30 + name_len
+    corrupt[start : start + 16] = b"\xff" * 16  # the deflate stream's first bytes
+    (tmp_path / "corrupt.zip").write_bytes(bytes(corrupt))
+
+    def consistent(name: str, results: bytes) -> Path:  # the manifest agreeing with the hostile results.json
+        manifest = json.loads(members["manifest.json"])
+        manifest["reports"]["results.json"] = hashlib.sha256(results).hexdigest()
+        return _bomb_zip(
+            tmp_path / name, {**members, "results.json": results, "manifest.json": json.dumps(manifest).encode()}
+        )
+
+    wrong = [consistent("strs.zip", b'["x"]'), consistent("mixed.zip", b'[{"uid": 1}, {"uid": "a"}]')]
+    for path, needle in (
+        (tmp_path / "enc.zip", "an encrypted member"),
+        (tmp_path / "method.zip", "compression method 99 refused"),
+        (tmp_path / "corrupt.zip", "a damaged member"),
+        *((p, "every entry must be an object with a text uid") for p in wrong),
+    ):
+        with pytest.raises(PersistbenchError) as e:
+            submission.read(path)
+        assert needle in str(e.value) and "\n" not in str(e.value), (path.name, e.value)

@@ -13,6 +13,7 @@ import json
 import os
 import tempfile
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -245,13 +246,52 @@ def _no_constant(source: object, text: str) -> None:
     raise PersistbenchError(f"{source}: {text} is not JSON")
 
 
-def parse_json(data: bytes | str, source: object) -> Any:
+@dataclass(frozen=True)
+class JsonBudget:
+    """What one JSON document may cost before any object is built: its bytes, its lists and objects
+    (``[`` and ``{``), and its elements (``,``). Counted on the raw bytes (brackets and commas inside
+    strings count too, so a count only errs on the safe side): the memory a parse can take is then
+    bounded (an empty list is 56 bytes in Python, a float 24), not only the file's size."""
+
+    bytes: int
+    containers: int
+    elements: int
+
+    def check(self, data: bytes | str, source: object) -> None:
+        raw = data.encode() if isinstance(data, str) else data
+        self._over(len(raw), raw.count(b"[") + raw.count(b"{"), raw.count(b","), source)
+
+    def read(self, stream: BinaryIO, source: object) -> bytes:
+        """Read a JSON document from ``stream`` (an inflating ZIP member), refused as soon as a running count
+        passes the budget: a bomb costs the bytes read until then, not its inflated size."""
+        chunks, size, containers, elements = [], 0, 0, 0
+        while chunk := stream.read(1 << 20):
+            size += len(chunk)
+            containers += chunk.count(b"[") + chunk.count(b"{")
+            elements += chunk.count(b",")
+            self._over(size, containers, elements, source)
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _over(self, size: int, containers: int, elements: int, source: object) -> None:
+        if size > self.bytes:
+            raise PersistbenchError(f"{source}: over {self.bytes} bytes of JSON")
+        if containers > self.containers:
+            raise PersistbenchError(f"{source}: over {self.containers} JSON lists and objects")
+        if elements > self.elements:
+            raise PersistbenchError(f"{source}: over {self.elements} JSON elements")
+
+
+def parse_json(data: bytes | str, source: object, budget: JsonBudget | None = None) -> Any:
     """Strict JSON from untrusted bytes: a one-line error naming ``source``, never another exception.
 
     Refused: invalid UTF-8 or JSON, a key twice in one object (the last
     would silently win), ``NaN``/``Infinity``, numbers outside float64 or
-    integers outside int64, and nesting deeper than :data:`MAX_JSON_DEPTH`.
+    integers outside int64, nesting deeper than :data:`MAX_JSON_DEPTH`, and,
+    before anything is parsed, a document over ``budget``.
     """
+    if budget is not None:
+        budget.check(data, source)
     try:
         value = json.loads(
             data,

@@ -28,13 +28,14 @@ import json
 import math
 import re
 import zipfile
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from persistbench import __version__
 from persistbench.core.errors import PersistbenchError
-from persistbench.io.files import atomic_path, parse_json
+from persistbench.io.files import JsonBudget, atomic_path, parse_json
 from persistbench.suites.persistbench.paper import PAPER_METRICS, PROCEDURE, SPLITS, to_public
 
 SCHEMA_VERSION = 3
@@ -44,6 +45,16 @@ MANIFEST = "manifest.json"
 MANIFEST_FORMAT = "persistbench-submission/1"
 MAX_REPORT_BYTES = 256 << 20  # the three reports together, as the public package allows
 MAX_ZIP_BYTES = 100 << 20
+# What a member may cost to parse (io/files.JsonBudget). The largest legitimate submission is 2,000 cases:
+# measured at eval_length 6, results.json is 4.3 MB with 42,001 lists and objects (21 a case, whatever the
+# length) and 108,000 commas (about 9 a frame a case); at 200 frames a case that is 3.6 million commas.
+# These budgets keep a parse under a few hundred MB whatever the file holds (tests/test_package.py measures).
+MEMBER_BUDGET = {
+    "results.json": JsonBudget(MAX_REPORT_BYTES, 1_000_000, 8_000_000),
+    "run.json": JsonBudget(64 << 20, 200_000, 2_000_000),
+    "summary.json": JsonBudget(64 << 20, 200_000, 2_000_000),
+    MANIFEST: JsonBudget(64 << 20, 200_000, 2_000_000),
+}
 SCORE_KEYS = tuple(f"{m}_{s}" for m in PAPER_METRICS for s in SPLITS)
 GROUPS = ("static", "dynamic", "unknown")
 CASE_FIELDS = ("fov", "obj_id", "overlap_mode", "window_ratio", "window_move_ratio")  # from the dataset's data.db
@@ -380,14 +391,23 @@ def read(path: Path) -> Submission:
             if sum(i.file_size for i in infos) > MAX_REPORT_BYTES + MAX_ZIP_BYTES:
                 raise PersistbenchError(f"{path}: members larger than the limits allow")
             data = {}
-            for info in infos:
+            for info in infos:  # each member checked before a byte of it is inflated, then read bounded
+                where = f"{path}: {info.filename}"
+                if info.flag_bits & 0x1:
+                    raise PersistbenchError(f"{where}: an encrypted member")
+                if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+                    raise PersistbenchError(f"{where}: compression method {info.compress_type} refused")
+                if info.file_size > MEMBER_BUDGET[info.filename].bytes:
+                    raise PersistbenchError(f"{where}: {info.file_size} bytes declared, over the budget")
                 with z.open(info) as f:
-                    raw = f.read(info.file_size + 1)
+                    raw = MEMBER_BUDGET[info.filename].read(f, f"{path}:{info.filename}")
                 if len(raw) != info.file_size:
-                    raise PersistbenchError(f"{path}: {info.filename}: its size differs from the directory's")
+                    raise PersistbenchError(f"{where}: its size differs from the directory's")
                 data[info.filename] = raw
     except zipfile.BadZipFile as e:
         raise PersistbenchError(f"{path}: not a ZIP file ({e})") from None
+    except (zlib.error, EOFError, NotImplementedError, RuntimeError) as e:  # a corrupt stream, an unknown feature
+        raise PersistbenchError(f"{path}: a damaged member ({str(e).splitlines()[0]})") from None
     parsed = {name: parse_json(raw, f"{path}:{name}") for name, raw in data.items()}
     sub = Submission(parsed["run.json"], parsed["results.json"], parsed["summary.json"], parsed[MANIFEST])
     _check_manifest(sub, data, path)
@@ -404,7 +424,9 @@ def _check_manifest(sub: Submission, data: dict[str, bytes], path: Path) -> None
     cases = m.get("cases")
     if not isinstance(sub.results, list) or not isinstance(cases, dict):
         raise PersistbenchError(f"{path}: results.json and the manifest's cases must be a list and an object")
-    if sorted(cases) != sorted(e.get("uid", "") if isinstance(e, dict) else "" for e in sub.results):
+    if not all(isinstance(e, dict) and isinstance(e.get("uid"), str) for e in sub.results):
+        raise PersistbenchError(f"{path}: results.json: every entry must be an object with a text uid")
+    if sorted(cases) != sorted(e["uid"] for e in sub.results):
         raise PersistbenchError(f"{path}: the manifest's cases differ from results.json's")
     for e in sub.results:
         c = cases[e["uid"]]
