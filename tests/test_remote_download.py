@@ -132,3 +132,32 @@ def test_over_ssh_cookies_reach_yt_dlp_there_and_are_removed_after(sshd_server, 
     assert not _remote_folders(signed)  # the job folder, and the cookies in it, are gone from the remote
     ds = tmp_path / "with" / "ds"
     assert not [p for p in ds.rglob("*") if p.is_file() and b"s3cr3t" in p.read_bytes()]  # nor in the outputs
+
+
+def test_a_hostile_remote_is_read_as_untrusted(sshd_server, served_recipes, tmp_path):
+    """Issue 39: the remote's answer is checked against its schema (not JSON, a list, a size missing or as
+    text, a 20 MB message cut), and its clip is read up to the size it declared: a clip that is /dev/zero is
+    cut off there, and no partial file is left in the cache."""
+    recipes, _ = served_recipes
+    zero = tmp_path / "zero.mp4"
+    zero.symlink_to("/dev/zero")
+    answers = {
+        "not json": ("garbage", "the download job's answer: not JSON"),
+        "a list": ("[1, 2]", "not a result object"),
+        "no size": (json.dumps({"ok": True, "path": str(zero), "sha256": "0" * 64}), "size: must be an integer"),
+        "text size": (json.dumps({"ok": True, "path": str(zero), "size": "9", "sha256": "0" * 64}), "size: must"),
+        "long": (json.dumps({"ok": False, "message": "x" * 20_000_000}), "more characters cut"),
+        "zero": (json.dumps({"ok": True, "path": str(zero), "size": 100_000, "sha256": "0" * 64}), "sent more than"),
+    }
+    for name, (answer, needle) in answers.items():
+        (tmp_path / "answer").write_text(answer + "\n")
+        fake = tmp_path / "python"  # the remote's "interpreter": imports fine, answers what the test says
+        fake.write_text(f'#!/bin/bash\n[ "$1" = -c ] && exit 0\ncat > /dev/null\ncat {tmp_path / "answer"}\n')
+        fake.chmod(0o755)
+        out = tmp_path / name
+        result = download(recipes, out, *_ssh_args(sshd_server), "--remote-python", str(fake))
+        assert result.exit_code == 1, (name, result.output)
+        lines = [line for line in result.output.splitlines() if needle in line]
+        assert lines and len(lines[0]) < 1000, (name, result.output[-2000:])
+        assert "Traceback" not in result.output and "internal error" not in result.output, name
+        assert not [p for p in (out / "cache").rglob("*") if p.is_file() and p.suffix == ".mp4"], name

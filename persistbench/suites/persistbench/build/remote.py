@@ -27,14 +27,18 @@ import re
 import shlex
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from persistbench.core.errors import PersistbenchError, UsageError
-from persistbench.io.files import read_bounded
+from persistbench.io.files import parse_json, read_bounded
 from persistbench.io.ytdl_job import VIDEO_SUFFIXES
 
 MAX_COOKIES_BYTES = 16 << 20  # a browser's whole cookie jar in Netscape format is a few hundred KB
+MAX_CLIP_BYTES = 2 << 30  # one case's range of a source (a 30 s 8K 360-degree range is about 200 MB)
+MAX_ANSWER_BYTES = 64 << 20  # the job's one-line JSON answer (a yt-dlp message can be long)
+MAX_MESSAGE_CHARS = 300  # of a remote's error message, on screen
 
 REMOTE_HOME = ".cache/persistbench-remote"
 DENO = "2.9.8"  # PyPI's deno wheel puts the binary in the venv's bin/, where yt-dlp's job finds it
@@ -122,15 +126,14 @@ class SshHost:
         self.argv = [*target.argv[:-1], *shared, target.argv[-1]]
         self._python: str | None = None
 
-    def run(self, command: str, data: bytes | None = None, timeout: float = 3600, out=None) -> bytes:
-        """``command`` run by the remote shell; its stdout (or written to ``out``). One-line :class:`RemoteError`
-        when the connection fails, :class:`PersistbenchError` when the command does."""
+    def run(self, command: str, data: bytes | None = None, timeout: float = 3600) -> bytes:
+        """``command`` run by the remote shell; its stdout. One-line :class:`RemoteError` when the connection
+        fails, :class:`PersistbenchError` when the command does."""
         try:
             done = subprocess.run(
                 [*self.argv, command],
                 input=data,
-                stdout=out if out is not None else subprocess.PIPE,
-                stderr=subprocess.PIPE,
+                capture_output=True,
                 timeout=timeout,
             )
         except FileNotFoundError:
@@ -142,7 +145,7 @@ class SshHost:
             raise RemoteError(f"{self.target.label}: {_ssh_reason(err)}")
         if done.returncode != 0:
             raise PersistbenchError(f"{self.target.label}: {command.split()[0]} exited {done.returncode}: {err[-300:]}")
-        return done.stdout if out is None else b""
+        return done.stdout
 
     def python(self) -> str:
         """The remote interpreter that runs jobs: ``--remote-python`` checked, or the venv made once."""
@@ -201,19 +204,22 @@ class SshHost:
             py = q(self.python())
             done = f"[ -s {q(folder)}/result.json ]"
             command = f"{make} && if {done}; then cat {q(folder)}/result.json; else {py} - {q(json.dumps(job))}; fi"
-            result = json.loads(self.run(command, data=Path(ytdl_job.__file__).read_bytes()).decode().splitlines()[-1])
+            result = job_answer(self.run(command, data=Path(ytdl_job.__file__).read_bytes()), self.target.label)
         finally:
             if cookies:
                 self.run(f"rm -f {q(folder)}/cookies.txt", timeout=120)
-        if not result.get("ok"):
+        if not result["ok"]:
             self.forget(folder)
-            raise RemoteDownloadFailed(str(result.get("message", "no message")))
+            raise RemoteDownloadFailed(result["message"])
         remote_path = result["path"]
         if Path(remote_path).suffix not in VIDEO_SUFFIXES:  # the remote's answer is not trusted to name files here
             raise PersistbenchError(f"{self.target.label}: the download there is not a video file: {remote_path!r}")
         local = local_dir / ("clip" + Path(remote_path).suffix)
-        with open(local, "wb") as out:
-            self.run(f"cat {q(remote_path)}", out=out)
+        try:  # exactly the declared size: a remote that sends more is cut off; no partial file is left
+            self.receive(f"cat {q(remote_path)}", local, result["size"])
+        except BaseException:
+            local.unlink(missing_ok=True)
+            raise
         size, digest = local.stat().st_size, _sha256(local)
         if size != result["size"] or digest != result["sha256"]:
             local.unlink()
@@ -224,9 +230,70 @@ class SshHost:
         self.forget(folder)
         return local
 
+    def receive(self, command: str, local: Path, size: int, timeout: float = 3600) -> None:
+        """``command``'s stdout written to ``local``, refused past ``size`` bytes (the process is killed)."""
+        try:
+            proc = subprocess.Popen([*self.argv, command], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        except FileNotFoundError:
+            raise RemoteError(f"the SSH backend needs OpenSSH's client ({self.target.argv[0]}) on PATH") from None
+        deadline, got = time.monotonic() + timeout, 0
+        try:
+            with open(local, "wb") as out:
+                while chunk := proc.stdout.read1(1 << 20):
+                    got += len(chunk)
+                    if got > size:
+                        raise PersistbenchError(
+                            f"{self.target.label}: sent more than the {size} bytes it declared for {local.name}; refused"
+                        )
+                    if time.monotonic() > deadline:
+                        raise RemoteError(f"{self.target.label}: the transfer took over {timeout:.0f} s")
+                    out.write(chunk)
+            err = proc.stderr.read(64 << 10).decode(errors="replace").strip()
+            code = proc.wait(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        if code == 255:
+            raise RemoteError(f"{self.target.label}: {_ssh_reason(err)}")
+        if code != 0:
+            raise PersistbenchError(f"{self.target.label}: {command.split()[0]} exited {code}: {err[-300:]}")
+
     def forget(self, folder: str) -> None:
         """Remove a job's remote folder once its clip is safe here."""
         self.run(f"rm -rf {shlex.quote(folder)}", timeout=120)
+
+
+def job_answer(stdout: bytes, label: str) -> dict:
+    """The job's answer, its last line, read as untrusted: ``{"ok": true, "path": text, "size": int in
+    [0, MAX_CLIP_BYTES], "sha256": 64 hex}`` or ``{"ok": false, "message": text}`` (cut to
+    :data:`MAX_MESSAGE_CHARS`, saying how much was cut); anything else is one line naming the remote."""
+    lines = stdout[-MAX_ANSWER_BYTES:].strip().splitlines()
+    where = f"{label}: the download job's answer"
+    try:
+        answer = parse_json(lines[-1] if lines else b"", where)
+    except PersistbenchError as e:
+        raise RemoteError(f"{str(e)[:MAX_MESSAGE_CHARS]}; check the remote's interpreter (--remote-python)") from None
+    if not isinstance(answer, dict) or not isinstance(answer.get("ok"), bool):
+        raise RemoteError(f"{where}: not a result object with ok true or false")
+    if not answer["ok"]:
+        message = answer.get("message")
+        if not isinstance(message, str) or not message.strip():
+            message = "no message"
+        first = " ".join(message.split())
+        cut = len(first) - MAX_MESSAGE_CHARS
+        return {
+            "ok": False,
+            "message": first[:MAX_MESSAGE_CHARS] + (f" ... ({cut} more characters cut)" if cut > 0 else ""),
+        }
+    path, size, digest = answer.get("path"), answer.get("size"), answer.get("sha256")
+    if not (isinstance(path, str) and 0 < len(path) <= 4096):
+        raise RemoteError(f"{where}: path: must be text")
+    if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= MAX_CLIP_BYTES:
+        raise RemoteError(f"{where}: size: must be an integer in [0, {MAX_CLIP_BYTES}]")
+    if not (isinstance(digest, str) and re.fullmatch(r"[0-9a-f]{64}", digest)):
+        raise RemoteError(f"{where}: sha256: must be 64 hex digits")
+    return {"ok": True, "path": path, "size": size, "sha256": digest}
 
 
 def job_folder(job: dict) -> str:
@@ -257,7 +324,9 @@ def _ssh_reason(stderr: str) -> str:
     for pattern in ("Connection refused", "Connection timed out", "No route to host", "Could not resolve hostname"):
         if pattern in stderr:
             return f"unreachable ({pattern})"
-    return (text or "ssh failed")[:300]
+    return (text or "the connection failed or was cut (ssh exited 255); run again: clips already here are kept")[
+        :MAX_MESSAGE_CHARS
+    ]
 
 
 @functools.lru_cache(maxsize=4)
