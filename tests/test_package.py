@@ -10,15 +10,13 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
 import numpy as np
 import public_toolkit
 import pytest
-from clirun import refused
+from clirun import peak_rss_mib, refused
 
 from persistbench.core.errors import PersistbenchError
 from persistbench.suites.persistbench import submission
@@ -237,18 +235,6 @@ def test_check_finds_predictions_that_changed_and_results_that_do_not_follow():
     assert len(submission.sample_uids(uids, 9, "seed")) == 4
 
 
-def _peak_rss_mib(*args: object) -> tuple[subprocess.CompletedProcess, float]:
-    """Run ``persistbench ARGS`` as the only child of a fresh interpreter; its output and its peak RSS (MiB)."""
-    code = (
-        "import resource, subprocess, sys, json\n"
-        "r = subprocess.run([sys.executable, '-m', 'persistbench', *sys.argv[1:]], capture_output=True, text=True)\n"
-        "print(json.dumps([r.returncode, r.stdout, r.stderr, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss]))\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, timeout=600)
-    rc, stdout, stderr, kib = json.loads(out.stdout)
-    return subprocess.CompletedProcess(args, rc, stdout, stderr), kib / 1024
-
-
 def _bomb_zip(path: Path, members: dict[str, bytes]) -> Path:
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as z:
         for name, data in members.items():
@@ -267,7 +253,7 @@ def test_the_submission_gate_bounds_memory_not_only_bytes(tmp_path):
     (tmp_path / "run").mkdir()
     bomb = _bomb_zip(tmp_path / "bomb.zip", {**members, "results.json": b"[" + b"[]," * ((250 << 20) // 3) + b"[]]"})
     assert bomb.stat().st_size < 2 << 20
-    result, peak = _peak_rss_mib("package", "--check", bomb, "--pred", tmp_path / "run")
+    result, peak = peak_rss_mib("package", "--check", bomb, "--pred", tmp_path / "run")
     line = refused(result, "results.json", "JSON lists and objects")
     assert peak < 256, (peak, line)  # measured: 45 MiB (3.7 GB and a MemoryError before)
     raw = good.read_bytes()

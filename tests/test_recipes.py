@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+from clirun import peak_rss_mib
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
@@ -135,3 +136,36 @@ def test_fingerprint_detects_a_different_source():
     assert recipes.fingerprint_distance(fp, noisy) < fp["tolerance"]
     other = {i: 255 - f for i, f in frames.items()}
     assert recipes.fingerprint_distance(fp, other) > fp["tolerance"]
+
+
+def test_recipes_are_read_as_a_stream_within_a_memory_budget(tmp_path):
+    """Issue 39: 256 MiB of blank lines, locally and over HTTP, cost what one line costs (they took 2.35 GB)."""
+    from http.server import BaseHTTPRequestHandler
+
+    from loopback import LoopbackServer
+
+    blank = tmp_path / "blank.jsonl"
+    with open(blank, "wb") as f:
+        for _ in range(256):
+            f.write(b"\n" * (1 << 20))
+    result, peak = peak_rss_mib("download", "--recipes", blank, "--dry-run", "--cache", tmp_path / "c")
+    assert result.returncode == 1 and "no recipes" in result.stderr and "Traceback" not in result.stderr
+    assert peak < 300, peak
+
+    class Blank(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", str(256 << 20))
+            self.end_headers()
+            for _ in range(256):
+                self.wfile.write(b"\n" * (1 << 20))
+
+        def log_message(self, *args):
+            pass
+
+    with LoopbackServer(Blank) as server:
+        result, peak = peak_rss_mib(
+            "download", "--recipes", server.url + "/r.jsonl", "--dry-run", "--cache", tmp_path / "h"
+        )
+    assert result.returncode == 1 and "no recipes" in result.stderr and "Traceback" not in result.stderr
+    assert peak < 300, peak

@@ -14,6 +14,7 @@ import threading
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
+from typing import BinaryIO
 
 from persistbench.core.errors import PersistbenchError
 from persistbench.io.files import too_large
@@ -61,9 +62,15 @@ def default_timeout() -> float:
 
 
 def request(
-    url: str, limit: int, method: str = "GET", headers: dict[str, str] | None = None, timeout: float | None = None
+    url: str,
+    limit: int,
+    method: str = "GET",
+    headers: dict[str, str] | None = None,
+    timeout: float | None = None,
+    sink: BinaryIO | None = None,
 ) -> Response:
-    """One HTTP exchange, refused past ``timeout`` seconds in all or ``limit`` body bytes.
+    """One HTTP exchange, refused past ``timeout`` seconds in all or ``limit`` body bytes. With ``sink`` the
+    body is written there as it comes (the response's ``body`` is then empty): memory stays one chunk.
 
     Raises:
         PersistbenchError: ``<url>: ...`` for an unreachable server, an HTTP error status, a body over
@@ -83,7 +90,10 @@ def request(
                     size += len(chunk)
                     if size > limit:
                         raise too_large(url, limit)
-                    chunks.append(chunk)
+                    if sink is not None:
+                        sink.write(chunk)
+                    else:
+                        chunks.append(chunk)
                 box["result"] = Response(
                     r.status, {k.lower(): v for k, v in r.headers.items()}, b"".join(chunks), r.geturl()
                 )

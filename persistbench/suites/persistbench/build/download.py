@@ -18,7 +18,7 @@ from persistbench.core.layout import STATE_DIR
 from persistbench.core.timing import phase
 from persistbench.executors import Executor, Job, Outcome, RunResult, Selection, SerialExecutor
 from persistbench.io import web
-from persistbench.io.files import check_writable, sha256_file, write_bytes, write_json
+from persistbench.io.files import atomic_path, check_writable, sha256_file, write_json
 from persistbench.io.names import confined
 from persistbench.io.ytdl_job import js_runtime
 from persistbench.suites.persistbench.build.recipes import MAX_FILE_BYTES, Recipe, load_recipes
@@ -67,11 +67,11 @@ def resolve_recipes(spec: str | None, cache: Path) -> RecipeSource:
         return RecipeSource(bundled_recipes(), "bundled")
     if spec.startswith(("http://", "https://")):
         target = CacheLayout(cache).recipes_copy(spec)
-        try:
-            response = web.request(spec, MAX_FILE_BYTES)
+        try:  # streamed to disk, refused past the limit, nothing left behind when it fails
+            with atomic_path(target) as tmp, open(tmp, "wb") as sink:
+                response = web.request(spec, MAX_FILE_BYTES, sink=sink)
         except PersistbenchError as e:
             raise PersistbenchError(f"cannot fetch recipes: {e}") from None
-        write_bytes(target, response.body)
         return RecipeSource(target, spec, final_url=response.url)
     if spec.startswith("hf://"):
         return _hf_recipes(spec, cache)

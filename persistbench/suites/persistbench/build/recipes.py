@@ -15,14 +15,15 @@ import json
 import math
 import os
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
 from persistbench.core.errors import PersistbenchError
-from persistbench.io.files import parse_json
+from persistbench.io.files import open_regular, parse_json
 from persistbench.io.names import name_problem
 from persistbench.suites.persistbench.layout import SUBSETS, VIEWS, CaseId
 
@@ -36,6 +37,9 @@ FINGERPRINT_TOLERANCE = 6.0  # largest mean absolute thumbnail difference, 8-bit
 # Bounds on every size a recipe declares (docs/recipes.md, "Limits"): a recipe is untrusted input,
 # and these keep what one case may allocate within reach of a workstation.
 MAX_FILE_BYTES = 1 << 30  # a recipes file, wherever it comes from (local, http(s), hf://)
+MAX_RECIPES = 100_000  # cases in one file: 50 times the benchmark's 2,000
+MAX_LINE_BYTES = 64 << 20  # one recipe's line (its RLE masks are the bulk)
+MAX_ERRORS = 100  # problems listed before the rest are counted
 LIMITS = {
     "n_frames": 100_000,  # frames per case
     "output_side": 8192,  # pixels, view width or height
@@ -446,20 +450,38 @@ def _parse_one(obj: Any, base_dir: Path, c: _Checker, line: int) -> Recipe | Non
     )
 
 
-def parse_recipes(text: str, origin: str, base_dir: str | os.PathLike) -> list[Recipe]:
-    """Validate JSON Lines recipe text; ``origin`` names it in error messages.
+def parse_recipes(
+    lines: Iterable[tuple[int, str | None]] | str, origin: str, base_dir: str | os.PathLike
+) -> list[Recipe]:
+    """Validate JSON Lines recipes, read one line at a time: ``(line number, text)`` pairs (text None for a
+    line longer than :data:`MAX_LINE_BYTES`; :func:`numbered_lines` reads a file so), or a whole text;
+    ``origin`` names the file in error messages.
 
-    Blank lines are skipped. Relative source URLs resolve against ``base_dir``.
+    Blank lines are skipped. Relative source URLs resolve against ``base_dir``. Memory stays that of the
+    recipes kept, whatever the file holds: at most :data:`MAX_RECIPES` of them, each line at most
+    :data:`MAX_LINE_BYTES`.
 
     Raises:
-        RecipeError: listing every problem as ``origin:line: field: problem``.
+        RecipeError: listing the problems as ``origin:line: field: problem`` (the first
+            :data:`MAX_ERRORS`, then how many more).
     """
+    if isinstance(lines, str):
+        lines = enumerate(lines.splitlines(), 1)
     recipes: list[Recipe] = []
     errors: list[str] = []
+    more = 0
     seen: dict[str, int] = {}
-    for line_no, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
+    for line_no, line in lines:
+        if line is not None and not line.strip():
             continue
+        if len(errors) >= MAX_ERRORS:
+            more += 1
+            continue
+        if line is None or len(line) > MAX_LINE_BYTES:
+            errors.append(f"{origin}:{line_no}: a line of more than {MAX_LINE_BYTES >> 20} MiB")
+            continue
+        if len(recipes) >= MAX_RECIPES:
+            raise RecipeError(f"{origin}:{line_no}: more than {MAX_RECIPES} recipes in one file")
         try:
             obj = parse_json(line, f"{origin}:{line_no}")
         except PersistbenchError as e:
@@ -476,7 +498,7 @@ def parse_recipes(text: str, origin: str, base_dir: str | os.PathLike) -> list[R
         seen[recipe.case_id] = line_no
         recipes.append(recipe)
     if errors:
-        raise RecipeError("\n".join(errors))
+        raise RecipeError("\n".join(errors + ([f"{origin}: and {more} more line(s) not checked"] if more else [])))
     if not recipes:
         raise RecipeError(f"{origin}: no recipes")
     return recipes
@@ -487,15 +509,51 @@ def load_recipes(path: str | os.PathLike, origin: str | None = None) -> list[Rec
     (e.g. the URL it was fetched from) or the path."""
     path = Path(path)
     try:
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise RecipeError(
-                f"{origin or path}: {size} bytes, more than the {MAX_FILE_BYTES >> 20} MiB a recipes file may have"
-            )
-        text = path.read_text(encoding="utf-8")
+        with open_regular(path) as raw:
+            size = os.fstat(raw.fileno()).st_size
+            if size > MAX_FILE_BYTES:
+                raise RecipeError(
+                    f"{origin or path}: {size} bytes, more than the {MAX_FILE_BYTES >> 20} MiB a recipes file may have"
+                )
+            return parse_recipes(numbered_lines(raw), origin or str(path), path.parent)
     except (OSError, UnicodeDecodeError) as e:
         raise RecipeError(f"{origin or path}: cannot read recipes: {e}") from None
-    return parse_recipes(text, origin or str(path), path.parent)
+    except PersistbenchError as e:
+        if isinstance(e, RecipeError):
+            raise
+        raise RecipeError(f"{origin or path}: cannot read recipes: {e}") from None
+
+
+def numbered_lines(raw: BinaryIO, chunk: int = 1 << 20) -> Iterator[tuple[int, str | None]]:
+    """``(line number, text)`` of each non-blank line of ``raw`` (UTF-8), read a chunk at a time: blank lines
+    are skipped at C speed (a file of them costs neither memory nor minutes) and a line longer than
+    :data:`MAX_LINE_BYTES` is given as ``None`` without being kept."""
+    line_no, pending, skipping = 1, b"", False  # pending: the start of line `line_no`, not ended yet
+    while True:
+        data = raw.read(chunk)
+        if not data:
+            if pending.strip() and not skipping:
+                yield line_no, pending.decode("utf-8")
+            return
+        if skipping:  # the rest of a line too long to keep: drop it up to its end
+            end = data.find(b"\n")
+            if end < 0:
+                continue
+            data, skipping, line_no = data[end + 1 :], False, line_no + 1
+        data, start = pending + data, 0
+        last = data.rfind(b"\n")
+        for m in _CONTENT.finditer(data, 0, last + 1 if last >= 0 else 0):
+            line_no += data.count(b"\n", start, m.start())
+            start = m.start()
+            yield line_no, m.group().decode("utf-8")
+        line_no += data.count(b"\n", start, last + 1) if last >= 0 else 0
+        pending = data[last + 1 :]
+        if len(pending) > MAX_LINE_BYTES:
+            yield line_no, None
+            pending, skipping = b"", True
+
+
+_CONTENT = re.compile(rb"[^\n]*[^\s][^\n]*")  # a line with something on it (its newline not included)
 
 
 def recipe_line(obj: dict) -> str:
