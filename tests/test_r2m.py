@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from persistbench.cli import main
-from persistbench.core.errors import PersistbenchError
+from persistbench.core.errors import PersistbenchError, UsageError
 from persistbench.core.infer import InferOptions, infer
 from persistbench.core.score import ScoreOptions, score
 from persistbench.core.suite import CaseRef
@@ -350,10 +350,10 @@ def test_infer_then_score_in_our_layout_and_upstreams(tree, tmp_path):
 
 
 def test_oracle_cannot_run_on_r2m(tree, tmp_path):
-    outcomes = infer(
-        InferOptions(dataset=tree, output=tmp_path / "o", model="oracle"), Selection(limit=1), progress=False
-    )
-    assert outcomes[0].status == "failed" and "no ground-truth video" in outcomes[0].reason
+    """Refused once, before the run's folder is made (issue 38), not case by case."""
+    with pytest.raises(UsageError, match="copies the ground truth, and R2M-Bench has none to give"):
+        infer(InferOptions(dataset=tree, output=tmp_path / "o", model="oracle"), Selection(limit=1), progress=False)
+    assert not (tmp_path / "o").exists()
 
 
 def test_cli_scores_an_upstream_tree_with_the_suite_detected(tree, tmp_path):
