@@ -236,8 +236,15 @@ def test_the_tracker_localises_baseline_predictions(runs, sample_ds):
 
 
 def test_a_different_dataset_is_refused(runs, sample_ds, synth_dir, tmp_path):
+    """Another dataset's cases differ from those the run predicted: refused, naming them (issue 38: a dataset
+    that only grew, or changed elsewhere, keeps the run valid for its cases)."""
     other = shutil.copytree(sample_ds, tmp_path / "other")
-    with open(other / "cases.jsonl", "a") as f:
-        f.write("\n")
+    lines = (other / "cases.jsonl").read_text().splitlines()
+    first = json.loads(lines[0])
+    name = next(iter(first["files"]))
+    first["files"][name] = "0" * 64  # the case as another dataset has it
+    (other / "cases.jsonl").write_text(
+        "\n".join([json.dumps(first, sort_keys=True, separators=(",", ":")), *lines[1:]]) + "\n"
+    )
     result = CliRunner().invoke(main, ["score", "--no-progress", "--pred", str(runs / "hold"), "--dataset", str(other)])
-    assert result.exit_code == 1 and "fingerprint" in result.output
+    assert result.exit_code == 1 and "1 case(s) changed" in result.output and first["uid"] in result.output

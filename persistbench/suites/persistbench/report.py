@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from persistbench.core.errors import PersistbenchError
 from persistbench.core.figures import data_uri, figure_png, fmt, note_missing, pyplot, run_legend, table
 from persistbench.core.layout import RunLayout
 from persistbench.core.markup import Markup, join, tag
@@ -339,7 +340,11 @@ def _sheets(run: dict, subsets: list[str], advance: Callable[[int], object] = la
         good = METRICS[metric].higher_is_better if metric in METRICS else True
         ranked = sorted(scored, key=lambda c: c["means"]["invisible"][metric], reverse=good)
         for label, c in (("best", ranked[0]), ("worst", ranked[-1])):
-            png = contact_sheet(ds.case(s, c["uid"]), run["layout"], c)
             heading = f"{s}, {label}: {c['uid']} (invisible {metric} {fmt(c['means']['invisible'][metric])})"
+            try:  # a case the run names but the dataset does not have (or cannot name) gets a note, not a sheet
+                png = contact_sheet(ds.case(s, c["uid"]), run["layout"], c)
+            except PersistbenchError as e:
+                parts += [tag("h3", heading), tag("p", f"no contact sheet: {e}", class_="note")]
+                continue
             parts += [tag("h3", heading), tag("img", alt=f"{label} {s}", src=data_uri(png))]
     return join(*parts)
