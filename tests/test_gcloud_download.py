@@ -164,9 +164,9 @@ def test_doctor_reports_gcloud(sshd_server, tmp_path):
         ({"account": ""}, "missing  gcloud (download --backend gcloud)  Google Cloud SDK 578.0.0, nobody signed in"),
     ):
         _, env = _standin(tmp_path / str(len(config)), sshd_server, **config)
-        result = CliRunner().invoke(main, ["doctor", "--for", "synth"], env=env)
+        result = CliRunner().invoke(main, ["doctor", "--for", "download"], env=env)
         assert expected in result.output, result.output
-    result = CliRunner().invoke(main, ["doctor", "--for", "synth"], env={"PATH": str(tmp_path)})
+    result = CliRunner().invoke(main, ["doctor", "--for", "download"], env={"PATH": str(tmp_path)})
     assert "missing  gcloud (download --backend gcloud)  not on PATH" in result.output, result.output
 
 
