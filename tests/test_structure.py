@@ -157,6 +157,7 @@ RAW_READS = {
     ("suites/persistbench/build/remote.py", "open"): "the clip being received, and its local copy",
     ("suites/r2m/fetch.py", "open"): "an image copied after its checks, and its temporary",
     ("models/external.py", "open"): "the cmd: model's own log",
+    ("suites/persistbench/build/download.py", "open"): "the temporary that fetched recipes are streamed into",
 }
 
 
