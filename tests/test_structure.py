@@ -150,7 +150,6 @@ RAW_READS = {
     ("cli/score.py", "read_text"): "the summary.md score just wrote",
     ("suites/wrop/synth.py", "read_bytes"): "the videos synth just encoded",
     ("suites/persistbench/build/remote.py", "read_bytes"): "the package's own ytdl_job.py, sent to the remote",
-    ("suites/persistbench/build/recipes.py", "read_text"): "recipes: size checked from stat before (issue 39: stream)",
     ("suites/wrop/fetch.py", "open"): "the part file fetch is writing",
     ("suites/persistbench/dist/pack.py", "open"): "a dataset file hashed after verify's checks, into the tar",
     ("suites/persistbench/dist/fetch.py", "open"): "the target of an extraction, written",
