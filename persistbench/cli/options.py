@@ -332,10 +332,10 @@ class SuiteCommand(click.Command):
                 kept += args[i:]
                 break
             name, eq, value = token.partition("=")
-            if token.startswith("--") and len(token) > 2 and name not in own and name not in declared:
-                close = difflib.get_close_matches(name, sorted(own | declared), n=3)
-                raise click.NoSuchOption(name, possibilities=close, ctx=ctx)
             if token.startswith("--") and len(token) > 2 and name not in own:
+                if name not in declared:
+                    close = difflib.get_close_matches(name, sorted(own | declared), n=3)
+                    raise click.NoSuchOption(name, possibilities=close, ctx=ctx)
                 if not eq:
                     if i + 1 >= len(args):
                         raise click.UsageError(f"{token}: needs a value", ctx)

@@ -22,7 +22,7 @@ from persistbench import __version__
 from persistbench.core.errors import PersistbenchError, UsageError, foreign
 from persistbench.core.layout import STATE_DIR, RunLayout
 from persistbench.core.outputs import RUN, check_output
-from persistbench.core.runs import RunRecord, case_complete, case_record, read_run_info, stale_cases
+from persistbench.core.runs import RunRecord, complete_record, read_run_info, stale_cases
 from persistbench.core.suite import CaseRef, Request, Suite
 from persistbench.core.suites import open_suite
 from persistbench.core.timing import phase
@@ -233,9 +233,8 @@ def _write_case(run: RunLayout, subset, case_id, req: Request, frames, masks, pr
 
 def _predicted(key: tuple[str, str], run: RunLayout, opts: InferOptions) -> bool:
     """Complete, and predicted on the case as the dataset has it now (where the case recorded its digest)."""
-    if not case_complete(run, *key):
-        return False
-    return opts.open_suite().case_digest(CaseRef(*key)) in (None, (case_record(run, *key) or {}).get("case_sha256"))
+    info = complete_record(run, *key)
+    return info is not None and opts.open_suite().case_digest(CaseRef(*key)) in (None, info.get("case_sha256"))
 
 
 def check_model_fits(factory: object, name: str, suite: Suite) -> None:

@@ -151,20 +151,21 @@ def stale_cases(suite: Suite, run: RunLayout, cases: list) -> list[str] | None:
     return stale
 
 
-def case_complete(run: RunLayout, subset: str, case_id: str) -> bool:
-    """Whether a case's prediction is complete: a sound ``case.json`` and every file it names there, a regular
-    file (not a link) with the sha256 recorded. What ``infer`` (``--resume``, ``--aggregate-only``) counts as done."""
+def complete_record(run: RunLayout, subset: str, case_id: str) -> dict | None:
+    """A case's ``case.json`` when its prediction is complete (a sound record and every file it names there, a
+    regular file (not a link) with the sha256 recorded), else None. What ``infer`` (``--resume``,
+    ``--aggregate-only``) counts as done."""
     try:
         info = case_record(run, subset, case_id)
     except PersistbenchError:
-        return False
+        return None
     if info is None:
-        return False
+        return None
     for rel, digest in info["files"].items():
         path = run.root / rel
         if path.is_symlink() or not path.is_file() or sha256_file(path) != digest:
-            return False
-    return True
+            return None
+    return info
 
 
 MAX_MODEL_TEXT = 4096  # a model's name as given to --model (a path, a module, a cmd: line)

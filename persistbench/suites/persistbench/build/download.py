@@ -160,15 +160,9 @@ def complete_cases(root: Path) -> dict[tuple[str, str], str]:
     """(subset, uid) -> recipe sha256 of the complete cases: their completion records, and the cases marked
     complete in both index files (datasets written before completion records)."""
     rows = {(r["subset"], r["uid"]) for r in read_index(root)}
-    done = {
-        (r["subset"], r["uid"]): r.get("recipe_sha256", "")
-        for r in read_case_records(root)
-        if (r["subset"], r["uid"]) in rows
-    }
-    done.update({key: record.get("recipe_sha256", "") for key, (_, record) in completion_records(root).items()})
-    records = {(r["subset"], r["uid"]): r for r in read_case_records(root)}
+    records = {(r["subset"], r["uid"]): r for r in read_case_records(root) if (r["subset"], r["uid"]) in rows}
     records.update({key: record for key, (_, record) in completion_records(root).items()})
-    return {key: sha for key, sha in done.items() if files_present(root, records[key])}
+    return {key: r.get("recipe_sha256", "") for key, r in records.items() if files_present(root, r)}
 
 
 def to_download(recipes: list[Recipe], opts: SourceOptions) -> list[Recipe]:
