@@ -2,13 +2,16 @@
 
 Enough of the API for ``HfApi.dataset_info``, ``HfFileSystem`` (tree listing, paths-info) and range reads
 of ``resolve/`` URLs, so that code reading the Hub runs unchanged with ``HF_ENDPOINT`` pointed here.
-Every request is recorded with its Range header.
+Every request is recorded with its Range header. Two hostile modes: ``slow`` answers requests whose path
+contains it one byte every 0.2 s (status line and headers included), and ``declared`` makes a HEAD of a
+file declare the size given while a GET of it sends zeros without end.
 """
 
 from __future__ import annotations
 
 import re
 import threading
+import time
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -23,6 +26,8 @@ class FakeHub:
     def __init__(self, repo: str, root: Path):
         self.repo, self.root = repo, Path(root)
         self.requests: list[tuple[str, str, str | None]] = []
+        self.slow: str | None = None
+        self.declared: dict[str, int] = {}
         hub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -61,6 +66,8 @@ class FakeHub:
     def handle(self, h, method: str) -> None:
         path = unquote(urlparse(h.path).path)
         self.requests.append((method, path, h.headers.get("Range")))
+        if self.slow and self.slow in path:
+            return self._drip(h)
         api = f"/api/datasets/{self.repo}"
         if path == api or path.startswith(f"{api}/revision/"):
             files = [self._entry(p) for p in sorted(self.root.rglob("*")) if p.is_file()]
@@ -76,6 +83,8 @@ class FakeHub:
             wanted = [unquote(v.replace("+", " ")) for k, v in re.findall(r"(\w+)=([^&]*)", form) if k == "paths"]
             return self._json(h, [self._entry(self.root / p) for p in wanted if (self.root / p).exists()])
         m = re.fullmatch(rf"/datasets/{re.escape(self.repo)}/resolve/[^/]+/(.+)", path)
+        if m and m.group(1) in self.declared:
+            return self._endless(h, method, self.declared[m.group(1)])
         if not m or not (self.root / m.group(1)).is_file():
             return self._json(h, {"error": "not found"}, HTTPStatus.NOT_FOUND)
         data = (self.root / m.group(1)).read_bytes()
@@ -96,3 +105,37 @@ class FakeHub:
                 h.wfile.write(data[start : end + 1])
             except (BrokenPipeError, ConnectionResetError):  # ffmpeg closes once it has what it needs
                 pass
+
+    def _drip(self, h, seconds: float = 20.0) -> None:
+        """A well-formed answer, one byte every 0.2 s, for at most ``seconds``."""
+        answer = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n" + b" " * 1000
+        end = time.monotonic() + seconds
+        try:
+            for i in range(len(answer)):
+                if time.monotonic() > end:
+                    break
+                h.wfile.write(answer[i : i + 1])
+                h.wfile.flush()
+                time.sleep(0.2)
+        except OSError:
+            pass
+        h.close_connection = True
+
+    def _endless(self, h, method: str, declared: int, cap: int = 256 << 20) -> None:
+        """HEAD declares ``declared`` bytes; GET sends zeros with no length until ``cap`` or a closed socket."""
+        h.send_response(HTTPStatus.OK)
+        h.send_header("ETag", '"2222"')
+        h.send_header("X-Repo-Commit", COMMIT)
+        if method == "HEAD":
+            h.send_header("Content-Length", str(declared))
+            h.end_headers()
+            return
+        h.end_headers()
+        h.close_connection = True
+        chunk, sent = bytes(1 << 16), 0
+        try:
+            while sent < cap:
+                h.wfile.write(chunk)
+                sent += len(chunk)
+        except OSError:
+            pass

@@ -209,12 +209,28 @@ def test_an_interrupted_pack_keeps_its_staged_pairs(dataset_dir, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def ray_executor():
+def ray_home(tmp_path_factory) -> Path:
+    """The home folder of the module's Ray session, which must stay empty (no ~/.ray)."""
+    return tmp_path_factory.mktemp("home")
+
+
+@pytest.fixture(scope="module")
+def ray_executor(ray_home):
     pytest.importorskip("ray")
     from persistbench.executors.ray import RayExecutor
 
-    with RayExecutor(num_cpus=2) as ex:  # one local cluster for the module
-        yield ex
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HOME", str(ray_home))
+        for name in ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_AUTH_MODE"):
+            mp.delenv(name, raising=False)
+        with RayExecutor(num_cpus=2) as ex:  # one local cluster for the module
+            yield ex
+
+
+def test_ray_writes_nothing_in_the_home_folder(ray_executor, ray_home, sample_ds, tmp_path):
+    opts = InferOptions(dataset=sample_ds, output=tmp_path / "run", model="hold")
+    assert infer(opts, executor=ray_executor, progress=False).ok
+    assert not list(ray_home.iterdir())
 
 
 def test_ray_gives_the_serial_bytes_on_the_bundled_sample(ray_executor, sample_ds, tmp_path):

@@ -434,8 +434,11 @@ def test_the_report_says_where_the_psnr_cap_rules_and_draws_sheets_of_the_runs_n
         assert run_cli("score", "--pred", run, "--metrics", "psnr,ssim", "--no-progress").returncode == 0
     again = run_cli("score", "--pred", a, "--metrics", "psnr,ssim", "--no-progress")
     assert "scored again: 8 case(s)" in again.stdout
-    html = tmp_path / "r.html"
-    assert run_cli("report", a, b, "-o", html, "--sheets", "b/hold").returncode == 0
+    html, home, cache = tmp_path / "r.html", tmp_path / "home", tmp_path / "cache"
+    home.mkdir()
+    env = {"HOME": str(home), "MPLCONFIGDIR": "", "XDG_CACHE_HOME": "", "PERSISTBENCH_CACHE": str(cache)}
+    assert run_cli("report", a, b, "-o", html, "--sheets", "b/hold", env=env).returncode == 0
+    assert not list(home.iterdir()) and (cache / "matplotlib").is_dir()  # matplotlib's caches: the project's
     text = html.read_text()
     assert "Contact sheets (b/hold)" in text and "Contact sheets (a/hold)" not in text
     assert "score the PSNR cap (100 dB), which dominates its visible PSNR mean" in text

@@ -254,6 +254,11 @@ def test_the_loose_output_refuses_foreign_names_and_links(outputs, tmp_path):
     prompt.unlink()
     os.symlink("/etc/passwd", prompt)
     cases["link"] = (root, "prompt.txt: not a regular file (links are refused)")
+    root = copy("task-link")  # a whole task folder linked in: refused, not skipped without a word
+    elsewhere = Path(shutil.copytree(root / "trapdoor_drop_task", tmp_path / "elsewhere"))
+    shutil.rmtree(root / "trapdoor_drop_task")
+    (root / "trapdoor_drop_task").symlink_to(elsewhere)
+    cases["task-link"] = (root, "trapdoor_drop_task: a task folder that is not a folder (links are refused)")
     for what, (root, why) in cases.items():
         out = tmp_path / f"{what}-run"
         result = CliRunner().invoke(

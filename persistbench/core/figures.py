@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import io
+import os
 
 from persistbench.core.errors import PersistbenchError
 from persistbench.core.markup import Markup, tag
@@ -74,7 +75,12 @@ def figure_png(fig) -> bytes:
 
 
 def pyplot():
-    """``matplotlib.pyplot`` on the Agg backend, or a one-line error naming the extra."""
+    """``matplotlib.pyplot`` on the Agg backend, or a one-line error naming the extra. Its caches (the font
+    list) go to the project's cache folder, not ``~``, unless ``$MPLCONFIGDIR`` says otherwise."""
+    from persistbench.core.layout import user_cache
+
+    if not os.environ.get("MPLCONFIGDIR"):
+        os.environ["MPLCONFIGDIR"] = str(user_cache("matplotlib"))
     try:
         import matplotlib
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import secrets
 import shutil
 import socket
 import tempfile
@@ -112,6 +113,9 @@ class RayExecutor(PoolExecutor):
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no network at run time
         options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.ERROR}
         if self.address is None:
+            # A local Ray's token is this run's, not written to ~/.ray/auth_token.
+            if not (os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH")):
+                os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
             # The session folder (logs, sockets) of a local Ray is ours, and goes when the run ends.
             # Ray's socket paths must fit in 107 bytes: a long $TMPDIR falls back to /tmp.
             base = tempfile.gettempdir()

@@ -196,8 +196,7 @@ class CacheLayout:
     """The download cache (``--cache``)::
 
     <source_id>/<t0>-<t1>_h<height>.<ext>   a time range of a source (``full_h<height>`` unranged), and .json
-    recipes/<sha256[:16]>.jsonl             recipes fetched from an http(s) URL
-    hf/                                     huggingface_hub's cache for hf:// recipes
+    recipes/<sha256[:16]>.jsonl             recipes fetched from an http(s):// or hf:// URL
     """
 
     root: Path
@@ -210,7 +209,3 @@ class CacheLayout:
         import hashlib
 
         return child(self.root, "recipes", f"{hashlib.sha256(url.encode()).hexdigest()[:16]}.jsonl")
-
-    @property
-    def hub_dir(self) -> Path:
-        return self.root / "hf"

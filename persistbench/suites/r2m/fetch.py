@@ -17,8 +17,9 @@ from persistbench.core.errors import PersistbenchError
 from persistbench.core.layout import STATE_DIR, SUITE_FETCH_JSON
 from persistbench.core.timing import phase
 from persistbench.executors import Executor, Job, RunResult, Selection, SerialExecutor, Shard
+from persistbench.io import hub
 from persistbench.io.files import atomic_path, copy_bounded, write_json
-from persistbench.io.hub import Source, hub_errors
+from persistbench.io.hub import Source
 from persistbench.io.images import image_size
 from persistbench.io.names import check_name, child, confined
 from persistbench.suites.r2m import layout
@@ -29,14 +30,7 @@ SUFFIXES = (".png", ".jpg", ".jpeg")
 
 
 def _hub(repo: str, revision: str | None) -> tuple[Source, list[str]]:
-    from huggingface_hub import HfApi
-
-    try:
-        info = HfApi().dataset_info(repo, revision=revision, files_metadata=False)
-    except hub_errors() as e:
-        raise PersistbenchError(
-            f"hf://{repo}@{revision or 'main'}: cannot resolve the revision: {e}".splitlines()[0]
-        ) from None
+    info = hub.dataset_info(repo, revision)
     prefix = f"{layout.HUB_IMAGES}/"
     names = [s.rfilename[len(prefix) :] for s in info.siblings or [] if s.rfilename.startswith(prefix)]
     description = {"repo": repo, "revision": revision or "main", "commit": info.sha}

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from persistbench.core.errors import PersistbenchError, UsageError
-from persistbench.io import web
+from persistbench.io import hub, web
 from persistbench.io.files import open_regular, parse_json
 from persistbench.io.safeload import load_npy_bytes
 from persistbench.io.tarindex import REMOTE_CHUNK, ByteSource, HttpRange, LocalFile, TarIndex, build_index, cached_index
@@ -120,7 +120,8 @@ class HubFile(ByteSource):
         self.name = f"hf://{self.path}"
         self._file = None
         try:
-            self.size = int(fs.info(self.path)["size"])
+            with hub.deadline(self.name):
+                self.size = int(fs.info(self.path)["size"])
         except (OSError, ValueError, KeyError) as e:
             raise PersistbenchError(f"{self.name}: cannot read: {e}".splitlines()[0]) from None
 
@@ -128,10 +129,11 @@ class HubFile(ByteSource):
         if n <= 0 or offset >= self.size:
             return b""
         try:
-            if self._file is None:  # no read-ahead cache: each read is one Range request of exactly its bytes
-                self._file = self.fs.open(self.path, "rb", cache_type="none")
-            self._file.seek(offset)
-            return self._file.read(min(n, self.size - offset))
+            with hub.deadline(f"{self.name}: bytes {offset}-{offset + n - 1}"):
+                if self._file is None:  # no read-ahead cache: each read is one Range request of exactly its bytes
+                    self._file = self.fs.open(self.path, "rb", cache_type="none")
+                self._file.seek(offset)
+                return self._file.read(min(n, self.size - offset))
         except (OSError, ValueError) as e:
             raise PersistbenchError(f"{self.name}: bytes {offset}-{offset + n - 1}: {e}".splitlines()[0]) from None
 
@@ -147,16 +149,13 @@ class HubCorpus(Location):
     read of a run sees the same files."""
 
     def __init__(self, url: str):
-        from huggingface_hub import HfApi, HfFileSystem
+        from huggingface_hub import HfFileSystem
 
         m = re.fullmatch(r"hf://datasets/([\w.-]+/[\w.-]+)(?:@([\w./-]+))?/?", url)
         if not m:
             raise UsageError(f"{url}: a Hub corpus is hf://datasets/<owner>/<name>[@revision]")
         self.repo, revision = m.group(1), m.group(2)
-        try:
-            self.commit = HfApi().dataset_info(self.repo, revision=revision).sha
-        except Exception as e:  # huggingface_hub raises many kinds; one line names the repository
-            raise PersistbenchError(f"{url}: cannot resolve the revision: {e}".splitlines()[0]) from None
+        self.commit = hub.dataset_info(self.repo, revision).sha
         self.fs = HfFileSystem()
         self.id = f"hf://datasets/{self.repo}@{self.commit}"
 
@@ -517,10 +516,17 @@ def _plain(path: Path, dir: bool) -> bool:
 
 
 def loose_tasks(root: Path) -> list[str]:
-    """The tasks of the generator's loose output at ``root``: its ``<task>_task`` folders (other entries ignored)."""
+    """The tasks of the generator's loose output at ``root``: its ``<task>_task`` folders (other entries
+    ignored); one named so that is a link or not a folder is refused, not skipped."""
     if not root.is_dir():
         return []
-    return sorted(t for entry in _listing(root) if (t := layout.task_of_folder(entry.name)) and _plain(entry, True))
+    tasks = []
+    for entry in _listing(root):
+        if task := layout.task_of_folder(entry.name):
+            if not _plain(entry, dir=True):
+                raise PersistbenchError(f"{entry}: a task folder that is not a folder (links are refused)")
+            tasks.append(task)
+    return sorted(tasks)
 
 
 def open_archive(location: Location, entry: ArchiveEntry) -> Archive:

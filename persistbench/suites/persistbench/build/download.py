@@ -17,7 +17,7 @@ from persistbench.core.errors import PersistbenchError, UsageError
 from persistbench.core.layout import STATE_DIR
 from persistbench.core.timing import phase
 from persistbench.executors import Executor, Job, Outcome, RunResult, Selection, SerialExecutor
-from persistbench.io import web
+from persistbench.io import hub, web
 from persistbench.io.files import atomic_path, check_writable, sha256_file, write_json
 from persistbench.io.names import confined
 from persistbench.io.ytdl_job import js_runtime
@@ -82,29 +82,16 @@ def resolve_recipes(spec: str | None, cache: Path) -> RecipeSource:
 
 
 def _hf_recipes(spec: str, cache: Path) -> RecipeSource:
-    from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
-
     body, _, revision = spec[len("hf://") :].partition("@")
     parts = body.split("/", 2)
     if len(parts) != 3 or not all(parts):
         raise PersistbenchError(f"{spec}: expected hf://OWNER/REPO/PATH[@REVISION]")
-    try:
-        local = Path(
-            hf_hub_download(
-                f"{parts[0]}/{parts[1]}",
-                parts[2],
-                repo_type="dataset",
-                revision=revision or None,
-                cache_dir=CacheLayout(cache).hub_dir,
-            )
-        )
-    except (HfHubHTTPError, LocalEntryNotFoundError, OSError, ValueError) as e:
-        raise PersistbenchError(
-            f"{spec}: cannot fetch recipes from the Hugging Face Hub: {e}".splitlines()[0]
-        ) from None
-    commit = local.parent.name if local.parent.parent.name == "snapshots" else revision
-    return RecipeSource(local, spec, commit)
+    repo = f"{parts[0]}/{parts[1]}"
+    target = CacheLayout(cache).recipes_copy(spec)
+    # the declared size checked first, the transfer stopped at it, nothing left behind when it fails
+    where = f"{spec}: cannot fetch recipes from the Hugging Face Hub"
+    meta = hub.download(repo, parts[2], revision or None, target, MAX_FILE_BYTES, where)
+    return RecipeSource(target, spec, meta.commit)
 
 
 @dataclass(frozen=True)

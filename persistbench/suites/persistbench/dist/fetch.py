@@ -21,15 +21,14 @@ import os
 import shutil
 import tarfile
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from persistbench.core.errors import PersistbenchError
 from persistbench.core.layout import STATE_DIR
 from persistbench.core.timing import phase
 from persistbench.executors import Executor, Job, RunResult, Selection, SerialExecutor, Shard
-from persistbench.io.hub import Source, hub_errors, hub_source
 from persistbench.io.files import read_json, sha256_file, write_json
+from persistbench.io.hub import Source
 from persistbench.io.names import confined, remove_tree
 from persistbench.suites.persistbench.layout import (
     CASES_JSONL,
@@ -41,7 +40,6 @@ from persistbench.suites.persistbench.layout import (
     DistributionLayout,
     fetch_done_path,
 )
-
 
 DEFAULT_REPO = "persistbench/persistbench"
 
@@ -202,5 +200,3 @@ def _done(name: str, output: Path, checksums: dict) -> bool:
         return read_json(fetch_done_path(output, name)).get("sha256") == checksums[name]["sha256"]
     except (PersistbenchError, AttributeError):
         return False
-
-

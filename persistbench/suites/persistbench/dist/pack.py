@@ -29,17 +29,26 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from persistbench import __version__
-from persistbench.suites.persistbench.dist import croissant
-from persistbench.suites.persistbench.dataset import Case, Dataset
 from persistbench.core.errors import PersistbenchError
+from persistbench.core.layout import MASKS_DIR, mask_name
+from persistbench.core.timing import phase
 from persistbench.executors import Executor, Job, RunResult, Selection, SerialExecutor, Shard
 from persistbench.io.files import UMASK, sha256_file, write_json, write_text
-from persistbench.suites.persistbench.index import read_case_records
-from persistbench.core.layout import MASKS_DIR, mask_name
-from persistbench.suites.persistbench.layout import CAMERA_NAME, COVERAGE_NAME, THETA_PHI_NAME, VIDEO_NAME, VIEWS, VISIBILITY_NAME, DistributionLayout, pair_dir
 from persistbench.io.names import remove_tree
-from persistbench.core.timing import phase
 from persistbench.io.video import H264_SETTINGS, encode_video, ffmpeg_exe
+from persistbench.suites.persistbench.dataset import Case, Dataset
+from persistbench.suites.persistbench.dist import croissant
+from persistbench.suites.persistbench.index import read_case_records
+from persistbench.suites.persistbench.layout import (
+    CAMERA_NAME,
+    COVERAGE_NAME,
+    THETA_PHI_NAME,
+    VIDEO_NAME,
+    VIEWS,
+    VISIBILITY_NAME,
+    DistributionLayout,
+    pair_dir,
+)
 
 # Full-resolution chroma: 4:2:0 costs textured frames up to 5 dB of PSNR (worst frame of the sample:
 # 32.9 dB against 38.4 dB at about the same size). Decoders: ffmpeg, OpenCV, PyAV; not all browsers.
