@@ -12,7 +12,9 @@ resident memory (its own and its children's).
 
 Rounds: the first (recipes, PersistBench datasets and runs, protocols, outputs, models) and the
 second (issue 22: device files, malformed JSON, R2M-Bench checkouts and runs, WROP corpora and runs,
-sizes, hangs, judges, reports, symlinked outputs, resume, decoding paths, options).
+sizes, hangs, judges, reports, symlinked outputs, resume, decoding paths, options) and the third (issue 39:
+the submission gate, recipes as a stream, the Hub, the arena's merged votes and store, links and layouts;
+each command under 1 GiB of peak RSS).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from bad_input_cases import (
     r2m_cases,
     report_cases,
     round1,
+    round3,
     runtime_cases,
     wrop_cases,
 )
@@ -53,6 +56,11 @@ GROUPS = {
     "symlinked outputs": runtime_cases.output_cases,
     "decoding paths": runtime_cases.path_cases,
     "options": runtime_cases.option_cases,
+    "submission gate": round3.submission_cases,
+    "recipes as a stream": round3.recipes_cases,
+    "hub": round3.hub_cases,
+    "arena merge and store": round3.arena_cases,
+    "links and layouts": round3.layout_cases,
 }
 
 

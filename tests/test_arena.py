@@ -511,6 +511,7 @@ def test_a_damaged_store_is_one_line(tmp_path):
             Store(tmp_path)
         result = CliRunner().invoke(main, ["arena", "-o", str(tmp_path), "--close"])
         assert result.exit_code == 1 and "not an arena study" in result.output and result.exception is not None
+        assert (tmp_path / "arena.sqlite").read_bytes() == content  # read, never written into
 
 
 def test_the_vote_endpoint_bounds_and_checks_a_body_before_reading_it(wrop_runs, tmp_path):

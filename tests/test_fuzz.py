@@ -325,3 +325,221 @@ def test_judge_replies(text):
                 parse(obj)
             except BadReply:
                 pass
+
+
+# ---------------------------------------------------------------- the submission gate (issue 39)
+
+
+@pytest.fixture(scope="module")
+def submission_parts() -> tuple[dict, dict]:
+    """The four members of a small submission that the gate reads whole: reports and manifest agreeing."""
+    from persistbench.suites.persistbench.submission import MANIFEST_FORMAT, REPORTS, canonical_sha256
+
+    entry = {"uid": "dynamic__a", "prediction_sha256": "0" * 64, "results": {"metadata": {}}}
+    reports = {name: {"name": name} for name in REPORTS}
+    reports["results.json"] = [entry]
+    cases = {"dynamic__a": {"result_sha256": canonical_sha256(entry), "prediction_sha256": "0" * 64}}
+    return reports, {"format": MANIFEST_FORMAT, "reports": {}, "cases": cases}
+
+
+def _submission(path: Path, members: dict[str, bytes], manifest: dict | bytes) -> Path:
+    import hashlib
+    import zipfile
+
+    from persistbench.suites.persistbench.submission import MANIFEST
+
+    if isinstance(manifest, dict):  # agreeing with the members as they are now
+        manifest = {**manifest, "reports": {n: hashlib.sha256(d).hexdigest() for n, d in members.items()}}
+        manifest = json.dumps(manifest, allow_nan=True).encode()
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, data in {**members, MANIFEST: manifest}.items():
+            z.writestr(name, data)
+    return path
+
+
+@FUZZ
+@given(data=st.data())
+def test_submission_members_and_manifests(submission_parts, tmp_path, data):
+    """One member's JSON mutated (the manifest then agreeing with it, so the checks behind the hashes are
+    reached), or the manifest itself mutated."""
+    from persistbench.suites.persistbench import submission
+
+    reports, manifest = submission_parts
+    members = {name: json.dumps(value).encode() for name, value in reports.items()}
+    target = data.draw(st.sampled_from([*reports, "manifest"]))
+    if target == "manifest":
+        path = _submission(tmp_path / "s.zip", members, data.draw(json_mutated(manifest)))
+    else:
+        members[target] = data.draw(json_mutated(reports[target]))
+        path = _submission(tmp_path / "s.zip", members, manifest)
+    _refuses_cleanly(submission.read, path)
+
+
+@FUZZ
+@given(data=st.data())
+def test_submission_zip_bytes(submission_parts, tmp_path, data):
+    from persistbench.suites.persistbench import submission
+
+    reports, manifest = submission_parts
+    members = {name: json.dumps(value).encode() for name, value in reports.items()}
+    good = _submission(tmp_path / "good.zip", members, manifest).read_bytes()
+    assert submission.read(tmp_path / "good.zip").results == reports["results.json"]  # the unmutated one passes
+    (tmp_path / "s.zip").write_bytes(data.draw(mutated(good)))
+    _refuses_cleanly(submission.read, tmp_path / "s.zip")
+
+
+# ---------------------------------------------------------------- votes: merged and posted (issue 39)
+
+GOOD_VOTE = {
+    "pair": "p1", "study": "s1", "rater": "zoe", "case_key": "task/a", "left_run": "hold", "right_run": "flow",
+    "answer": "left", "time": "2026-01-01T00:00:00Z", "page_version": "arena-1",
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def vote_store(tmp_path_factory):
+    from persistbench.arena.store import Store
+
+    store = Store.create(tmp_path_factory.mktemp("votes") / "study", {"id": "s1", "runs": ["hold", "flow"]})
+    store.add_rater("zoe")
+    return store
+
+
+@FUZZ
+@given(data=st.data())
+def test_merged_votes(vote_store, tmp_path, data):
+    lines = data.draw(st.lists(json_mutated(GOOD_VOTE), min_size=1, max_size=3))
+    (tmp_path / "votes.jsonl").write_bytes(b"\n".join(lines))
+    before = vote_store.votes()
+    try:
+        vote_store.merge(tmp_path / "votes.jsonl", {"task/a"})
+    except PersistbenchError as e:
+        assert "\n" not in str(e) and vote_store.votes() == before  # refused whole: nothing stored
+    assert all(not v["rater"].startswith("judge:") for v in vote_store.votes())
+
+
+@pytest.fixture(scope="module")
+def vote_app(tmp_path_factory):
+    """The arena's real application on a two-run WROP study, and a rater's token."""
+    from test_arena import _wrop_runs
+
+    from persistbench.arena.app import build_app
+    from persistbench.arena.store import Store
+    from persistbench.arena.study import open_study
+
+    root = tmp_path_factory.mktemp("vote-app")
+    study = open_study(_wrop_runs(root, ("hold", "flow")))
+    store = Store.create(root / "study", study.describe())
+    token = store.add_rater("ann")
+    return build_app(study, store), token
+
+
+@FUZZ
+@given(data=st.data())
+def test_vote_bodies(vote_app, data):
+    """Any body and content type: a 2xx or 4xx answer, never a server error (the test client raises them)."""
+    from starlette.testclient import TestClient
+
+    app, token = vote_app
+    body = data.draw(st.one_of(json_mutated({"pair": "p1", "answer": "left"}), st.binary(max_size=64)))
+    kind = data.draw(st.sampled_from(["application/json", "application/json; charset=utf-8", "text/plain", ""]))
+    with TestClient(app) as client:
+        reply = client.post(f"/api/vote?t={token}", content=body, headers={"content-type": kind})
+    assert reply.status_code < 500, reply.text
+
+
+# ---------------------------------------------------------------- the SSH job's answer (issue 39)
+
+
+@FUZZ
+@given(data=st.data())
+def test_ssh_job_answers(data):
+    from persistbench.suites.persistbench.build.remote import MAX_CLIP_BYTES, job_answer
+
+    good = {"ok": True, "path": "clips/a.mp4", "size": 1234, "sha256": "a" * 64}
+    failed = {"ok": False, "message": "HTTP Error 403: Forbidden"}
+    raw = data.draw(st.one_of(json_mutated(good), json_mutated(failed), st.binary(max_size=200)))
+    prefix = data.draw(st.sampled_from([b"", b"progress 10%\n", b"\n\n"]))
+    try:
+        answer = job_answer(prefix + raw, "host")
+    except PersistbenchError as e:
+        assert "\n" not in str(e) and str(e).startswith("host")
+        return
+    assert isinstance(answer["ok"], bool)
+    if answer["ok"]:
+        assert 0 <= answer["size"] <= MAX_CLIP_BYTES and len(answer["sha256"]) == 64
+    else:
+        assert isinstance(answer["message"], str) and "\n" not in answer["message"]
+
+
+# ---------------------------------------------------------------- the Hub's answers (issue 39)
+
+
+@pytest.fixture(scope="module")
+def hub_answers():
+    """A loopback Hub whose next answer the test sets: (status, headers, body) for every request."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    state = {"answer": (200, {}, b"{}")}
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def answer(self, body: bool) -> None:
+            status, headers, payload = state["answer"]
+            self.send_response(status)
+            for k, v in headers.items():
+                self.send_header(k, v)
+            self.send_header("Content-Length", headers.get("Content-Length", str(len(payload))))
+            self.end_headers()
+            if body:
+                self.wfile.write(payload)
+
+        def do_GET(self):
+            self.answer(True)
+
+        def do_HEAD(self):
+            self.answer(False)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", state
+    server.shutdown()
+    server.server_close()
+
+
+header_values = st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=20)
+
+
+@FUZZ
+@given(data=st.data())
+def test_hub_answers(hub_answers, monkeypatch, data):
+    """A repository's description and a file's metadata as the Hub answers them: any status, headers and body
+    give a description, or one line."""
+    from huggingface_hub import constants
+
+    from persistbench.io import hub
+
+    url, state = hub_answers
+    monkeypatch.setattr(constants, "ENDPOINT", url)
+    monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", url + "/{repo_id}/resolve/{revision}/{filename}")
+    monkeypatch.setenv("PERSISTBENCH_HTTP_TIMEOUT", "5")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    info = {"id": "o/r", "sha": "0" * 40, "siblings": [{"rfilename": "a.tar", "size": 3}], "private": False}
+    body = data.draw(st.one_of(json_mutated(info), st.binary(max_size=64)))
+    status = data.draw(st.sampled_from([200, 200, 206, 302, 401, 404, 429, 500]))
+    headers = data.draw(
+        st.dictionaries(
+            st.sampled_from(["X-Repo-Commit", "X-Linked-Size", "ETag", "X-Linked-Etag", "Location", "Content-Length"]),
+            header_values,
+            max_size=4,
+        )
+    )
+    state["answer"] = (status, headers, body)
+    for call in (lambda: hub.dataset_info("o/r", None), lambda: hub.file_metadata("o/r", "a.tar", None)):
+        try:
+            call()
+        except PersistbenchError as e:
+            assert "\n" not in str(e)

@@ -21,6 +21,7 @@ from pathlib import Path
 from persistbench.arena.ratings import ANSWERS
 from persistbench.core.errors import PersistbenchError
 from persistbench.core.layout import STUDY_STORE
+from persistbench.io.files import open_regular
 
 STORE = STUDY_STORE
 SCHEMA = """
@@ -41,6 +42,7 @@ CREATE TRIGGER IF NOT EXISTS votes_no_delete BEFORE DELETE ON votes BEGIN SELECT
 VOTE_FIELDS = ("pair", "study", "rater", "case_key", "left_run", "right_run", "answer", "time", "page_version")
 JUDGE_PREFIX = "judge:"  # the judge's votes are stored under judge:<model> (arena/judge.py), never merged
 MERGED_PREFIX = "merged:"  # a rater of another study, as its votes are merged here
+SQLITE_HEADER = b"SQLite format 3\x00"
 MAX_FIELD = 200  # characters of any text of a vote (names, ids, times)
 MAX_MERGED_VOTES = 100_000
 MAX_MERGE_BYTES = MAX_MERGED_VOTES * 2 * MAX_FIELD  # an exported vote is a few hundred bytes
@@ -57,6 +59,9 @@ class Store:
         self.path = Path(folder) / STORE
         if not self.path.is_file():
             raise PersistbenchError(f"{folder}: no arena study (no {STORE}); create it with persistbench arena RUN...")
+        with open_regular(self.path) as f:  # SQLite would write its header into an empty or foreign file
+            if f.read(len(SQLITE_HEADER)) != SQLITE_HEADER:
+                raise PersistbenchError(f"{self.path}: not an arena study (not an SQLite database)")
         try:
             self.study()
         except (sqlite3.DatabaseError, TypeError, ValueError) as e:  # a damaged or foreign file

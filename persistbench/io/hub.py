@@ -172,18 +172,29 @@ class Source:
 
         where = f"hf://{self.repo}/{name}@{self.commit[:12]}"
         size = file_size(self.repo, name, self.commit)
-        try:
-            with deadline(where, web.default_timeout() + size / MIN_RATE):
-                return Path(hf_hub_download(self.repo, name, repo_type="dataset", revision=self.commit))
-        except hub_errors() as e:
-            raise PersistbenchError(f"{where}: {e}".splitlines()[0]) from None
+        with asking(where, web.default_timeout() + size / MIN_RATE):
+            return Path(hf_hub_download(self.repo, name, repo_type="dataset", revision=self.commit))
 
 
-def hub_errors() -> tuple[type[BaseException], ...]:
-    """What huggingface_hub raises for a file or revision it cannot get (offline, missing, refused)."""
+@contextlib.contextmanager
+def asking(where: str, seconds: float | None = None) -> Iterator[None]:
+    """One exchange with the Hub, read as untrusted: within the deadline, and whatever huggingface_hub
+    raises for an unreachable server, a refusal, or an answer it cannot parse (a list where an object
+    should be, a missing field, a broken HTTP message) becomes one line starting with ``where``."""
+    import httpx2
     from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
 
-    return (HfHubHTTPError, LocalEntryNotFoundError, OSError, ValueError)  # offline mode raises an OSError
+    try:
+        with deadline(where, seconds):
+            yield
+    except PersistbenchError:
+        raise
+    except (HfHubHTTPError, LocalEntryNotFoundError, httpx2.HTTPError, OSError, ValueError) as e:
+        raise PersistbenchError(f"{where}: {e}".splitlines()[0]) from None  # offline mode raises an OSError
+    except (TypeError, KeyError, AttributeError, IndexError) as e:
+        raise PersistbenchError(
+            f"{where}: a malformed answer from the Hub ({type(e).__name__}: {e})".splitlines()[0]
+        ) from None
 
 
 def dataset_info(repo: str, revision: str | None) -> Any:
@@ -191,12 +202,11 @@ def dataset_info(repo: str, revision: str | None) -> Any:
     ``siblings`` the files), asked within the deadline."""
     from huggingface_hub import HfApi
 
-    where = f"hf://{repo}@{revision or 'main'}"
-    try:
-        with deadline(where):
-            return HfApi().dataset_info(repo, revision=revision)
-    except hub_errors() as e:
-        raise PersistbenchError(f"{where}: cannot resolve the revision: {e}".splitlines()[0]) from None
+    with asking(f"hf://{repo}@{revision or 'main'}: cannot resolve the revision"):
+        info = HfApi().dataset_info(repo, revision=revision)
+        if not isinstance(info.sha, str):
+            raise TypeError(f"sha is {info.sha!r}")
+        return info
 
 
 def hub_source(repo: str, revision: str | None) -> Source:
@@ -220,11 +230,8 @@ def file_metadata(repo: str, path: str, revision: str | None, where: str | None 
     from huggingface_hub import get_hf_file_metadata, hf_hub_url
 
     where = where or f"hf://{repo}/{path}@{revision or 'main'}"
-    try:
-        with deadline(where):
-            meta = get_hf_file_metadata(hf_hub_url(repo, path, repo_type="dataset", revision=revision))
-    except hub_errors() as e:
-        raise PersistbenchError(f"{where}: {e}".splitlines()[0]) from None
+    with asking(where):
+        meta = get_hf_file_metadata(hf_hub_url(repo, path, repo_type="dataset", revision=revision))
     if meta.size is None or meta.commit_hash is None:
         raise PersistbenchError(f"{where}: the Hub declared no size or commit for the file")
     return HubFile(meta.commit_hash, meta.size, meta.location)

@@ -4,7 +4,7 @@ Each input is a command run in its own work folder beside an ``outside/`` folder
 touch. A row records: refused (non-zero exit, or the named case failed), one clean line (no
 traceback, the message names the file or case), nothing written outside the allowed paths, the
 time it took (killed at :data:`LIMIT_S`) and the command's peak resident memory (its own and its
-children's, from ``wait4``).
+children's, as a small launcher process measures it).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ class Row:
     seconds: float
     rss_mb: float
     expect: str  # "refuse": the input must be refused; "accept": handled correctly (e.g. shown escaped)
+    budget_mb: float = MEMORY_MB
 
     @property
     def timely(self) -> bool:
@@ -44,7 +45,7 @@ class Row:
 
     @property
     def bounded(self) -> bool:
-        return self.rss_mb < MEMORY_MB
+        return self.rss_mb < self.budget_mb
 
     @property
     def ok(self) -> bool:
@@ -55,12 +56,24 @@ ROWS: list[Row] = []
 VERBOSE = False
 
 
+# The command runs as the only child of a small launcher that reports its peak RSS: measured from the harness
+# itself, a child forked from it would count the harness's own memory (Linux keeps the pre-exec peak).
+_LAUNCHER = (
+    "import resource, subprocess, sys\n"
+    "code = subprocess.call(sys.argv[2:])\n"
+    "open(sys.argv[1], 'w').write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))\n"
+    "sys.exit(code)\n"
+)
+
+
 def run(args: list, cwd: Path, env: dict | None = None, limit: float = LIMIT_S) -> tuple[int, str, float, float]:
     """Run ``persistbench ARGS`` in ``cwd``; return (exit code, output, seconds, peak RSS in MB)."""
     out = tempfile.TemporaryFile()
+    with tempfile.NamedTemporaryFile(suffix=".rss", delete=False) as f:
+        rss_file = Path(f.name)
     start = time.monotonic()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "persistbench", *map(str, args)],
+        [sys.executable, "-c", _LAUNCHER, rss_file, sys.executable, "-m", "persistbench", *map(str, args)],
         cwd=cwd,
         stdin=subprocess.DEVNULL,
         stdout=out,
@@ -77,13 +90,15 @@ def run(args: list, cwd: Path, env: dict | None = None, limit: float = LIMIT_S) 
 
     timer = threading.Timer(limit, kill)
     timer.start()
-    _, status, usage = os.wait4(proc.pid, 0)
+    proc.wait()
     timer.cancel()
-    proc.returncode = os.waitstatus_to_exitcode(status)
     seconds = time.monotonic() - start
     kill()  # whatever the command left running in its session (a hung grandchild)
     out.seek(0)
-    return proc.returncode, out.read().decode(errors="replace"), seconds, usage.ru_maxrss / 1024
+    text = rss_file.read_text()
+    rss_file.unlink()
+    rss = int(text) / 1024 if text else float("inf")  # killed at the limit: no measure, and no claim of one
+    return proc.returncode, out.read().decode(errors="replace"), seconds, rss
 
 
 def snapshot(root: Path) -> dict[str, str]:
@@ -112,6 +127,7 @@ def check(
     *,
     env: dict | None = None,
     outcome: Callable[[int, str, Path], bool] | None = None,
+    memory_mb: float = MEMORY_MB,
 ) -> Row:
     """Run ``args`` in ``work`` and record the row.
 
@@ -119,7 +135,7 @@ def check(
     ``allowed``: the relative paths of ``work`` the command may create or change (its output).
     ``outcome``: for inputs that must be *accepted* safely (e.g. shown escaped in a report), a test
     of (exit code, output, work) that replaces "refused"; the message check then only forbids
-    tracebacks.
+    tracebacks. ``memory_mb``: the peak RSS allowed.
     """
     outside = work.parent / f"{work.name}-outside"
     outside.mkdir(exist_ok=True)
@@ -136,7 +152,7 @@ def check(
         refused, clean, expect = code != 0, not traceback and any(n in text for n in needles), "refuse"
     else:
         refused, clean, expect = outcome(code, text, work), not traceback, "accept"
-    row = Row(group, name, refused, clean, confined, seconds, rss, expect)
+    row = Row(group, name, refused, clean, confined, seconds, rss, expect, memory_mb)
     ROWS.append(row)
     if not row.ok or VERBOSE:
         flags = (

@@ -406,6 +406,8 @@ def read(path: Path) -> Submission:
                 data[info.filename] = raw
     except zipfile.BadZipFile as e:
         raise PersistbenchError(f"{path}: not a ZIP file ({e})") from None
+    except OSError as e:  # offsets of a damaged directory that point before the file's start
+        raise PersistbenchError(f"{path}: a damaged ZIP file ({e.strerror or e})") from None
     except (zlib.error, EOFError, NotImplementedError, RuntimeError) as e:  # a corrupt stream, an unknown feature
         raise PersistbenchError(f"{path}: a damaged member ({str(e).splitlines()[0]})") from None
     parsed = {name: parse_json(raw, f"{path}:{name}") for name, raw in data.items()}

@@ -119,23 +119,17 @@ class HubFile(ByteSource):
         self.path = f"datasets/{repo}@{commit}/{path}"
         self.name = f"hf://{self.path}"
         self._file = None
-        try:
-            with hub.deadline(self.name):
-                self.size = int(fs.info(self.path)["size"])
-        except (OSError, ValueError, KeyError) as e:
-            raise PersistbenchError(f"{self.name}: cannot read: {e}".splitlines()[0]) from None
+        with hub.asking(f"{self.name}: cannot read"):
+            self.size = int(fs.info(self.path)["size"])
 
     def read(self, offset: int, n: int) -> bytes:
         if n <= 0 or offset >= self.size:
             return b""
-        try:
-            with hub.deadline(f"{self.name}: bytes {offset}-{offset + n - 1}"):
-                if self._file is None:  # no read-ahead cache: each read is one Range request of exactly its bytes
-                    self._file = self.fs.open(self.path, "rb", cache_type="none")
-                self._file.seek(offset)
-                return self._file.read(min(n, self.size - offset))
-        except (OSError, ValueError) as e:
-            raise PersistbenchError(f"{self.name}: bytes {offset}-{offset + n - 1}: {e}".splitlines()[0]) from None
+        with hub.asking(f"{self.name}: bytes {offset}-{offset + n - 1}"):
+            if self._file is None:  # no read-ahead cache: each read is one Range request of exactly its bytes
+                self._file = self.fs.open(self.path, "rb", cache_type="none")
+            self._file.seek(offset)
+            return self._file.read(min(n, self.size - offset))
 
     @property
     def location(self) -> str:
