@@ -189,6 +189,12 @@ def asking(where: str, seconds: float | None = None) -> Iterator[None]:
             yield
     except PersistbenchError:
         raise
+    except httpx2.TransportError as e:  # no connection, or a broken HTTP message
+        try:
+            host = f"{e.request.url.host}:{e.request.url.port or 443}"
+        except RuntimeError:
+            host = "the Hub"
+        raise PersistbenchError(f"{where}: {host}: network unreachable ({e})".splitlines()[0]) from None
     except (HfHubHTTPError, LocalEntryNotFoundError, httpx2.HTTPError, OSError, ValueError) as e:
         raise PersistbenchError(f"{where}: {e}".splitlines()[0]) from None  # offline mode raises an OSError
     except (TypeError, KeyError, AttributeError, IndexError) as e:
