@@ -34,7 +34,13 @@ def test_list_images_accepts_every_naming_variant(tmp_path):
     for n in names:
         (tmp_path / n).write_bytes(b"")
     got = [p.name for p in list_images(tmp_path)]
-    assert got == ["00002.jpg", "0003.png", "frame_0000.png", "frame_0001.png", "mask_0004.png"]
+    assert got == ["frame_0000.png", "frame_0001.png", "00002.jpg", "0003.png", "mask_0004.png"]  # by number
+    (tmp_path / "0001.png").write_bytes(b"")
+    with pytest.raises(
+        PersistbenchError,
+        match="frame_0001.png and 0001.png are both image 1|0001.png and frame_0001.png are both image 1",
+    ):
+        list_images(tmp_path)
     assert list_images(tmp_path / "missing") == []
 
 

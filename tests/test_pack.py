@@ -69,7 +69,9 @@ def test_fetched_pairs_equal_the_reconstructed_cases(sample_ds, dist, fetched):
             assert len(frames) == w.n_frames
             worst = min(worst, min(psnr(a, b) for a, b in zip(frames, w.frames())))
         assert case.visibility_path.read_bytes() == want.visibility_path.read_bytes()
-        assert case.theta_phi_path.read_bytes() == want.theta_phi_path.read_bytes()
+        angles, source = case.theta_phi(), want.theta_phi()  # the card's (T, 2) yaw and pitch of the input view
+        assert set(angles) == {"view_0_theta", "view_0_phi"}
+        assert all(np.array_equal(angles[k], source[k]) for k in angles)
     assert worst > 35, worst
 
 
@@ -135,7 +137,7 @@ def test_a_flipped_byte_fails_the_checksum_and_nothing_is_extracted(dist, tmp_pa
     assert "failed 1" in output and "shard-0001.tar: sha256 differs from checksums.json; nothing extracted" in output
     index = json.loads(DistributionLayout(bad).index_json.read_text())
     for pair_id, row in index.items():  # the other shards came out whole; nothing of shard 1 did
-        assert (out / row["subset"] / pair_id).exists() == (row["shard"] != "shard-0001.tar")
+        assert (out / pb_layout.pair_dir(row["subset"], pair_id)).exists() == (row["shard"] != "shard-0001.tar")
     assert not (out / "fetch.json").exists()  # the distribution is not complete
 
 
@@ -236,6 +238,6 @@ def test_fetch_into_a_reconstructed_dataset_is_refused_and_verify_sees_nested_co
     assert sorted(p.relative_to(ds).as_posix() for p in ds.rglob("*")) == before
     # A nested copy put there by hand is reported.
     case = Dataset(ds).cases()[0]
-    shutil.copytree(next(p for p in (fetched / case.subset / case.case_id).iterdir() if p.is_dir()), case.path / "1")
+    shutil.copytree(fetched / pb_layout.pair_dir(case.subset, case.case_id), case.path / "obj_1")
     out = cli("verify", "--no-progress", ds, code=1)
     assert f"{case.path}: holds a case and a nested <obj_id>/ copy" in out

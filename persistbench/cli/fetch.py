@@ -22,7 +22,9 @@ from persistbench.cli.options import (
 @click.command(cls=SuiteCommand)
 @output_option("Dataset root to extract into.")
 @click.option(
-    "--repo", default=None, help="Hugging Face dataset repository (default: persistbench/persistbench, GD-ML/R2MBench)."
+    "--repo",
+    default=None,
+    help="Hugging Face dataset repository (default: persistbench-neurips26/PersistBench, GD-ML/R2MBench).",
 )
 @click.option("--revision", default=None, help="Branch, tag or commit; resolved to a commit and recorded.")
 @click.option(

@@ -223,7 +223,8 @@ def problems(config: object, schema: dict[str, Check]) -> Iterator[str]:
         yield f"{key}: unknown field"
     for key, check in schema.items():
         if key not in config:
-            yield f"{key}: missing"
+            if check(None) is not None:  # a field that may be null may also be left out
+                yield f"{key}: missing"
             continue
         problem = check(config[key])
         if problem:

@@ -203,6 +203,20 @@ def asking(where: str, seconds: float | None = None) -> Iterator[None]:
         ) from None
 
 
+def list_files(source: Source, prefix: str) -> list[str]:
+    """The distribution's files below ``prefix`` (a folder name ending in ``/``), as relative names; links and
+    anything but regular files in a local folder are left out."""
+    if source.root is not None:
+        base = source.root / prefix
+        if not base.is_dir():
+            return []
+        return sorted(
+            p.relative_to(source.root).as_posix() for p in base.rglob("*") if p.is_file() and not p.is_symlink()
+        )
+    info = dataset_info(source.repo, source.commit)
+    return sorted(s.rfilename for s in info.siblings or [] if s.rfilename.startswith(prefix))
+
+
 def dataset_info(repo: str, revision: str | None) -> Any:
     """The Hub's description of dataset ``repo`` at ``revision`` (its ``sha`` is the commit, its
     ``siblings`` the files), asked within the deadline."""

@@ -79,15 +79,19 @@ def image_size(path: str | os.PathLike) -> tuple[int, int]:
 
 
 def list_images(directory: str | os.PathLike) -> list[Path]:
-    """Frame or mask files of a directory in lexicographic order.
+    """Frame or mask files of a directory in the order of their numbers.
 
     Accepts 4- or 5-digit numbering, with or without the ``frame_``/``mask_``
-    prefix, PNG or JPG. A missing directory gives an empty list.
+    prefix, PNG or JPG; two files of one number are refused. A missing directory gives an empty list.
     """
     directory = Path(directory)
     if not directory.is_dir():
         return []
-    return sorted(p for p in directory.iterdir() if _IMAGE_RE.match(p.name))
+    numbered = sorted((int(m.group(1)), p) for p in directory.iterdir() if (m := _IMAGE_RE.match(p.name)))
+    for (a, p), (b, q) in zip(numbered, numbered[1:]):
+        if a == b:
+            raise PersistbenchError(f"{directory}: {p.name} and {q.name} are both image {a}")
+    return [p for _, p in numbered]
 
 
 def resize_images(

@@ -46,6 +46,18 @@ def visibility_problems(data: dict, n: int) -> Iterator[str]:
         yield f"view_1_visibility must have shape ({n},), found {None if v1 is None else v1.shape}"
 
 
+def theta_phi_dict(data: object) -> dict | str:
+    """``theta_phi_values.npy`` in one form: our dictionary of per-frame angles (``<view>_theta``,
+    ``<view>_phi``, ``<view>_roll``, degrees) as it is, or the card's ``(T, 2)`` array of the input view's
+    per-frame yaw and pitch in degrees as ``{view_0_theta, view_0_phi}``; else the problem, as text."""
+    if isinstance(data, dict):
+        return data
+    if isinstance(data, np.ndarray) and data.ndim == 2 and data.shape[1] == 2 and data.dtype.kind in "fiu":
+        return {"view_0_theta": data[:, 0].astype(np.float64), "view_0_phi": data[:, 1].astype(np.float64)}
+    found = data.shape if isinstance(data, np.ndarray) else type(data).__name__
+    return f"expected a dictionary of per-frame angles or a (T, 2) array of yaw and pitch, found {found}"
+
+
 def theta_phi_problems(data: dict, n: int) -> Iterator[str]:
     for key, value in sorted(data.items()):
         value = np.asarray(value)

@@ -22,7 +22,7 @@ from persistbench.io.files import read_bounded, sha256_file
 from persistbench.io.images import list_images, read_image, write_image
 from persistbench.io.names import confined, name_problem
 from persistbench.io.safeload import MAX_BYTES as MAX_NPY_BYTES
-from persistbench.io.safeload import load_dict, save_npy_dict
+from persistbench.io.safeload import load_dict, load_npy, save_npy_dict
 from persistbench.suites.persistbench import contracts
 from persistbench.suites.persistbench.index import read_case_records, read_index
 from persistbench.suites.persistbench.layout import (
@@ -30,6 +30,7 @@ from persistbench.suites.persistbench.layout import (
     CASES_JSONL,
     DB_NAME,
     FRAME_FORMATS,
+    PAIRS_JSON,
     SUBSETS,
     THETA_PHI_NAME,
     VIDEO_NAME,
@@ -37,6 +38,7 @@ from persistbench.suites.persistbench.layout import (
     VISIBILITY_NAME,
     CaseId,
     case_dir,
+    pair_id,
 )
 
 
@@ -164,6 +166,15 @@ class Case:
     def theta_phi_path(self) -> Path:
         return self.path / THETA_PHI_NAME
 
+    def theta_phi(self) -> dict:
+        """The per-frame view angles in degrees, as :func:`~persistbench.suites.persistbench.contracts.
+        theta_phi_dict` reads either form (through the safe loader), checked against the frame count."""
+        data = contracts.theta_phi_dict(load_npy(self.theta_phi_path))
+        problem = data if isinstance(data, str) else next(iter(contracts.theta_phi_problems(data, self.n_frames)), None)
+        if problem:
+            raise PersistbenchError(f"{self.theta_phi_path}: {problem}")
+        return data
+
     def visibility(self) -> dict:
         """``{view_0_visibility: (T,) float, view_1_visibility: (T,) bool, mode, window_ratio, ...}``, checked."""
         return _load_dict(self.visibility_path, contracts.visibility_problems, self.n_frames)
@@ -177,18 +188,8 @@ class Case:
 
     @property
     def nested(self) -> bool:
-        """True for the sharded distribution's ``<subset>/<case_id>/<obj_id>/`` form."""
-        return self.path.parent.name == self.case_id
-
-
-def _case_path(directory: Path) -> Path | None:
-    """The directory holding the views: the case directory itself or its one ``<obj_id>/`` child."""
-    if (directory / VIEWS[0]).is_dir():
-        return directory
-    if not directory.is_dir():
-        return None
-    children = [c for c in sorted(directory.iterdir()) if c.is_dir() and (c / VIEWS[0]).is_dir()]
-    return children[0] if len(children) == 1 else None
+        """True for the sharded distribution's ``<subset>/<case>/<obj_id>/`` form."""
+        return self.path != self.root / self.subset / self.case_id
 
 
 class Dataset:
@@ -216,29 +217,58 @@ class Dataset:
         return {(r["subset"], r["uid"]): r for r in read_case_records(self.root)}
 
     def scan(self) -> list[tuple[str, str, Path]]:
-        """``(subset, folder name, views directory)`` of every case folder on disk, names unchecked."""
+        """``(subset, case id, views directory)`` of every case on disk, ids unchecked: a folder holding the
+        views is a case named by the folder; below a folder without them, every ``<obj_id>/`` child holding
+        them is a pair of the distribution's nested form (:func:`~persistbench.suites.persistbench.layout.
+        pair_id`), so the objects of one case are as many pairs."""
         out = []
         for sub in sorted(self.root.iterdir()):
             if sub.name not in SUBSETS or not sub.is_dir():
                 continue
             for d in sorted(sub.iterdir()):
-                path = _case_path(d)
-                if path is not None:
-                    out.append((sub.name, d.name, path))
+                if (d / VIEWS[0]).is_dir():
+                    out.append((sub.name, d.name, d))
+                elif d.is_dir():
+                    out += [
+                        (sub.name, pair_id(d.name, c.name), c)
+                        for c in sorted(d.iterdir())
+                        if c.is_dir() and (c / VIEWS[0]).is_dir()
+                    ]
         return out
 
+    @cached_property
+    def _scanned(self) -> dict[tuple[str, str], Path]:
+        return {(s, c): p for s, c, p in self.scan()}
+
+    @cached_property
+    def _pairs(self) -> dict[tuple[str, str], dict]:
+        """The fetched distribution's pair records (``index.json`` as ``fetch`` keeps it): ``n_frames``."""
+        from persistbench.suites.persistbench.dist.manifest import read_pairs
+
+        path = self.root / PAIRS_JSON
+        if not path.is_file():
+            return {}
+        return {(r["subset"], uid): r for uid, r in read_pairs(path).items()}
+
     def cases(self, subset: str | None = None) -> list[Case]:
+        """Every case (pair), in order; in the nested form a pair whose folders make no valid id is refused,
+        naming them, rather than left out."""
         if self.indexed:
             found = [self._case(s, c) for s, c in sorted(self._records)]
         else:
-            found = [Case(self.root, s, c, p) for s, c, p in self.scan() if name_problem(c) is None]
+            for _, c, p in self.scan():
+                problem = name_problem(c)
+                if problem:
+                    raise PersistbenchError(f"{p}: not a case or pair folder ({c!r}: {problem})")
+            found = [self._case(s, c) for s, c in sorted(self._scanned)]
         return [c for c in found if subset is None or c.subset == subset]
 
     def _case(self, subset: str, case_id: str) -> Case:
-        directory = case_dir(self.root, subset, case_id)
-        return Case(
-            self.root, subset, case_id, _case_path(directory) or directory, self._records.get((subset, case_id))
-        )
+        if self.indexed:
+            directory = case_dir(self.root, subset, case_id)
+            return Case(self.root, subset, case_id, directory, self._records.get((subset, case_id)))
+        path = self._scanned.get((subset, case_id)) or case_dir(self.root, subset, case_id)
+        return Case(self.root, subset, case_id, path, self._pairs.get((subset, case_id)))
 
     def case(self, subset: str, case_id: str) -> Case:
         """The case ``(subset, case_id)``; refused when it is not recorded (indexed datasets) or not on disk."""

@@ -36,6 +36,7 @@ THETA_PHI_NAME = "theta_phi_values.npy"
 FRAME_FORMATS = ("png", "jpg")
 COVERAGE_NAME = "estimate_input_coverage.json"  # the public format's per-pair file (kept when packing)
 FETCH_JSON = "fetch.json"  # what fetch took: repository, revision, commit, files
+PAIRS_JSON = "pairs.json"  # a fetched tree's pairs: the distribution's index.json, keyed by pair id
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ def case_dir(root: str | os.PathLike, subset: str, case_id: str) -> Path:
 
 SHARD_RE = re.compile(r"^shard-\d{4}\.tar$")
 _PAIR_FILE_RE = (
-    r"(?:(?:view_0|center)/(?:video\.mp4|camera_params\.npy|masks/mask_\d{4,5}\.png)"
+    r"(?:(?:view_0|center)/(?:video\.mp4|camera_params\.npy|masks/(?:mask_)?\d{4,5}\.png)"
     r"|visibility_dict\.npy|theta_phi_values\.npy|estimate_input_coverage\.json)"
 )
 _NAME = NAME_PATTERN
@@ -93,11 +94,11 @@ PAIR_FILE_RE = re.compile(rf"^(?:dynamic|static)/{_NAME}/{_NAME}/{_PAIR_FILE_RE}
 class DistributionLayout:
     """Paths of the sharded distribution (``pack`` writes it, ``fetch`` reads it)::
 
-    shards/shard-0000.tar ...  each expands to <subset>/<case_id>/<obj_id>/...
-    shards/checksums.json      {name: {sha256, bytes}} of every shard and sample file
-    index.json                 pair_id -> {shard, subset, n_frames}
+    shards/shard-0000.tar ...  each expands to <subset>/<case>/obj_<N>/... (pair id <case>_obj_<N>)
+    shards/checksums.json      {name: {sha256, bytes}} of every shard (read: "bytes" or "size")
+    index.json                 pair id -> {shard, subset, n_frames} (read: keys <subset>/<case>/obj_<N> too)
     pairs.csv                  the same, one row per pair
-    samples/                   a few pairs, unarchived
+    samples/                   a few pairs, unarchived, and their own checksums.json
     croissant.json             Croissant 1.0 metadata with the RAI fields
     pack.json                  encoder settings and provenance
     """
@@ -128,6 +129,10 @@ class DistributionLayout:
         return self.root / "samples"
 
     @property
+    def samples_checksums_json(self) -> Path:
+        return self.samples_dir / "checksums.json"
+
+    @property
     def croissant_json(self) -> Path:
         return self.root / "croissant.json"
 
@@ -136,11 +141,37 @@ class DistributionLayout:
         return self.root / "pack.json"
 
 
+OBJ_PREFIX = "obj_"
+
+
 def pair_dir(subset: str, case_id: str) -> str:
-    """A pair's directory in the distribution, ``<subset>/<case_id>/<obj_id>`` (relative, ``/``)."""
+    """A pair's directory in the distribution, as its card lays it out: ``<subset>/<case>/obj_<object id>``
+    (relative, ``/``), where the pair's id ``case_id`` is ``<case>_obj_<object id>``."""
     check_name(subset, "subset")
     check_name(case_id, "case id")
-    return f"{subset}/{case_id}/{check_name(CaseId.parse(case_id).obj_id, f'{case_id}: object id')}"
+    case, obj = case_id.rsplit(f"_{OBJ_PREFIX}", 1) if f"_{OBJ_PREFIX}" in case_id else (case_id, "")
+    CaseId.parse(case_id)
+    return f"{subset}/{case}/{check_name(OBJ_PREFIX + obj, f'{case_id}: object folder')}"
+
+
+def pair_id(case_folder: str, obj_folder: str) -> str:
+    """The pair id of ``<case_folder>/<obj_folder>/`` in the nested form: ``<case>_obj_<N>`` for the card's
+    ``<case>/obj_<N>/``, the case folder itself for the layout ``pack`` wrote before (``<case>_obj_<N>/<N>/``);
+    else ``<case_folder>/<obj_folder>``, which no name check passes (the folder is then named as refused)."""
+    if obj_folder.startswith(OBJ_PREFIX):
+        return f"{case_folder}_{obj_folder}"
+    if case_folder.endswith(f"_{OBJ_PREFIX}{obj_folder}"):
+        return case_folder
+    return f"{case_folder}/{obj_folder}"
+
+
+def index_key(key: str) -> tuple[str, str]:
+    """An ``index.json`` key as the pair id it names, and which form it was in: ``"path"`` for the card's
+    ``<subset>/<case>/<obj_id>``, ``"id"`` for the project page's ``<case>_<obj_id>``."""
+    parts = key.split("/")
+    if len(parts) == 3 and parts[0] in SUBSETS:
+        return pair_id(parts[1], parts[2]), "path"
+    return key, "id"
 
 
 def public_result(scores_dir: str | os.PathLike, subset: str, case_id: str) -> Path:

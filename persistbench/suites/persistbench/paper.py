@@ -53,7 +53,7 @@ from persistbench.metrics import paper as pm
 from persistbench.metrics.registry import METRICS, order
 from persistbench.suites.persistbench.dataset import Case
 from persistbench.suites.persistbench.predictions import FramePrediction
-from persistbench.suites.persistbench.scoring import read_all
+from persistbench.suites.persistbench.scoring import frame_lines, read_all
 
 PROCEDURE = "default-three-paper-v3"
 PAPER_METRICS = tuple(m for m, spec in METRICS.items() if spec.kind == "tracked")
@@ -469,7 +469,8 @@ def tables(summary: dict) -> tuple[list[str], dict[str, str]]:
     """``summary.md``'s table (the published layout: three scores x visible / invisible, overall and per
     group) and ``leaderboard.csv``'s columns."""
     keys = [f"{m}_{s}" for m in PAPER_METRICS for s in SPLITS]
-    lines = ["| group | cases | " + " | ".join(keys) + " |", "| --- | --- | " + " | ".join("---" for _ in keys) + " |"]
+    lines = frame_lines(summary)
+    lines += ["| group | cases | " + " | ".join(keys) + " |", "| --- | --- | " + " | ".join("---" for _ in keys) + " |"]
     row = {}
     for name, block in [("overall", summary), *summary["groups"].items()]:
         cells = []

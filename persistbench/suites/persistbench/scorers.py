@@ -29,7 +29,11 @@ class ClassicScorer(Scorer):
         return scoring.merge(new, old)
 
     def summarise(self, suite, results: list[dict], protocol: Protocol, ctx: ScoreContext) -> tuple[dict, dict]:
-        return {"mask_source": sorted({r["mask_source"] for r in results})}, scoring.aggregate(results).to_json()
+        fields = {
+            "mask_source": sorted({r["mask_source"] for r in results}),
+            "frames": scoring.frame_rule(protocol.config),
+        }
+        return fields, scoring.aggregate(results).to_json()
 
     def tables(self, summary: dict) -> tuple[list[str], dict[str, str]]:
         return scoring.tables(summary)
@@ -65,7 +69,7 @@ class PaperScorer(Scorer):
         return new  # every metric is scored together: a new record replaces the old one
 
     def summarise(self, suite, results: list[dict], protocol: Protocol, ctx: ScoreContext) -> tuple[dict, dict]:
-        return {"procedure": paper.PROCEDURE}, paper.summarise(results)
+        return {"procedure": paper.PROCEDURE, "frames": scoring.frame_rule(protocol.config)}, paper.summarise(results)
 
     def tables(self, summary: dict) -> tuple[list[str], dict[str, str]]:
         return paper.tables(summary)
@@ -80,4 +84,4 @@ class PaperScorer(Scorer):
 
 
 CLASSIC, PAPER = ClassicScorer(), PaperScorer()
-SCORERS = {"classic-v1": CLASSIC, "paper-v3": PAPER}
+SCORERS = {"classic-v1": CLASSIC, "card-v1": CLASSIC, "paper-v3": PAPER}

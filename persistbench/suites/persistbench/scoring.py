@@ -27,6 +27,7 @@ from persistbench.core.protocol import (
     metric_list,
     number,
     one_of,
+    optional,
     section,
     size_hw,
     statement,
@@ -45,7 +46,8 @@ FRAME_METRICS = tuple(m for m, spec in METRICS.items() if spec.kind == "frame")
 
 SCHEMA = {
     "visible_above": number(0, 1),
-    "invisible_below": number(0, 1),
+    "invisible_below": optional(number(0, 1)),
+    "invisible_at_most": optional(number(0, 1)),
     "start": one_of("first_visible", "first_frame"),
     "eval_size": size_hw,
     "resize": section({"rgb": one_of(*RGB_RESIZE), "mask": one_of("nearest")}),
@@ -87,11 +89,31 @@ def frame_sets(visibility: np.ndarray, protocol: Protocol) -> tuple[np.ndarray, 
     False before the first visible frame."""
     vis = np.asarray(visibility, np.float64)
     visible = vis > protocol.config["visible_above"]
-    invisible = vis < protocol.config["invisible_below"]
+    below, at_most = protocol.config.get("invisible_below"), protocol.config.get("invisible_at_most")
+    if (below is None) == (at_most is None):
+        raise PersistbenchError(f"protocol {protocol.name}: give one of invisible_below and invisible_at_most")
+    invisible = vis < below if at_most is None else vis <= at_most
     if protocol.config["start"] == "first_visible":
         start = int(np.argmax(visible)) if visible.any() else len(vis)
         visible[:start] = invisible[:start] = False
     return visible, invisible
+
+
+def frame_rule(config: dict) -> dict[str, str]:
+    """The frames each split scores, as the summaries state them: ``{"visible": "view_0_visibility > 0.7",
+    "invisible": "view_0_visibility < 0.3"}`` (or ``<= 0`` where the protocol counts only fully hidden frames)."""
+    at_most = config.get("invisible_at_most")
+    invisible = f"< {config['invisible_below']:g}" if at_most is None else f"<= {at_most:g}"
+    return {
+        "visible": f"view_0_visibility > {config['visible_above']:g}",
+        "invisible": f"view_0_visibility {invisible}",
+    }
+
+
+def frame_lines(summary: dict) -> list[str]:
+    """``summary.md``'s statement of the frame rule (:func:`frame_rule`), when the summary records one."""
+    rule = summary.get("frames")
+    return [f"Frames: visible where {rule['visible']}, invisible where {rule['invisible']}.", ""] if rule else []
 
 
 def _nan_to_none(values) -> list:
@@ -267,7 +289,8 @@ def tables(summary: dict) -> tuple[list[str], dict[str, str]]:
             for m in names:
                 v = subsets[s][split][m] if split == "gap" else subsets[s][split][m]["mean"]
                 row[f"{s}/{split}/{m}"] = "" if v is None else f"{v:.6f}"
-    lines = ["| subset | metric | visible | invisible | gap | cases |", "| --- | --- | --- | --- | --- | --- |"]
+    lines = frame_lines(summary)
+    lines += ["| subset | metric | visible | invisible | gap | cases |", "| --- | --- | --- | --- | --- | --- |"]
     for s, block in subsets.items():
         for m in names:
             lines.append(

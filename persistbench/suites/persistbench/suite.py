@@ -122,9 +122,13 @@ class PersistBench(Suite):
         source = local_source(from_dir) if from_dir else hub_source(repo or DEFAULT_REPO, revision)
         result = run_fetch(output, source, include, progress=progress, **run)
         if result.value is not None:
+            record = result.value
+            forms = {"path": "their paths (<subset>/<case>/obj_<N>)", "id": "their ids (<case>_obj_<N>)"}
+            keys = " and ".join(forms[f] for f in record["index_keys"])
+            unchecked = "" if record["verified"] else "; the samples have no checksums to check them against"
             result.value = (
-                f"fetched {result.value['pairs']} pair(s) from {result.value['files']} file(s) into {output}; "
-                f"check them with: persistbench verify {output}"
+                f"fetched {record['pairs']} pair(s) from {record['files']} file(s) into {output} (index.json names "
+                f"pairs by {keys}){unchecked}; check them with: persistbench verify {output}"
             )
         return result
 

@@ -14,9 +14,10 @@ from persistbench.core.errors import PersistbenchError
 from persistbench.io.files import sha256_file
 from persistbench.io.names import name_problem
 from persistbench.io.safeload import load_dict
+from persistbench.io.video import count_frames
 from persistbench.suites.persistbench import contracts
 from persistbench.suites.persistbench.dataset import Case, Dataset, View
-from persistbench.suites.persistbench.layout import VIEWS
+from persistbench.suites.persistbench.layout import PAIRS_JSON, VIEWS
 
 
 def _structure(case: Case) -> Iterator[str]:
@@ -36,8 +37,16 @@ def _structure(case: Case) -> Iterator[str]:
             yield f"{view.path}: no frames (frames/*.png|jpg or video.mp4)"
         elif view.frame_paths and len(view.frame_paths) != n:
             yield f"{view.path / 'frames'}: {len(view.frame_paths)} frames, the case has {n}"
+        elif view.video_path is not None:
+            try:
+                count = count_frames(view.video_path)  # its packets, nothing decoded
+            except PersistbenchError as e:
+                yield str(e)
+            else:
+                if count != n:
+                    yield f"{view.video_path}: {count} frames, the case has {n}{_told(case)}"
         if len(view.mask_paths) != n:
-            yield f"{view.path / 'masks'}: {len(view.mask_paths)} masks, the case has {n}"
+            yield f"{view.path / 'masks'}: {len(view.mask_paths)} masks, the case has {n}{_told(case)}"
         if not view.camera_path.is_file():
             yield f"{view.camera_path}: missing"
     for path in (case.visibility_path, case.theta_phi_path):
@@ -46,6 +55,13 @@ def _structure(case: Case) -> Iterator[str]:
     for rel in sorted((case.record or {}).get("files", {})):
         if not (case.root / rel).is_file():
             yield f"{case.root / rel}: listed in cases.jsonl but missing"
+
+
+def _told(case: Case) -> str:
+    """Where the case's frame count comes from, when a record gives it."""
+    if not case.nested or case.record is None:
+        return ""
+    return f" (n_frames in the distribution's index.json, kept as {case.root / PAIRS_JSON})"
 
 
 def require_usable(case: Case) -> Case:
@@ -90,18 +106,24 @@ def _check_case(case: Case) -> Iterator[str]:
         yield from _images(view, gray=True)
         yield from _dictionary(view.camera_path, contracts.camera_problems, n)
     yield from _dictionary(case.visibility_path, contracts.visibility_problems, n)
-    yield from _dictionary(case.theta_phi_path, contracts.theta_phi_problems, n)
+    if case.theta_phi_path.is_file():
+        try:
+            case.theta_phi()
+        except PersistbenchError as e:
+            yield str(e)
 
 
 def _folder_problems(ds: Dataset) -> Iterator[str]:
-    """Case folders on disk that are not usable as they are named or nested."""
+    """Case and pair folders on disk that are not usable as they are named or nested."""
     for subset, name, path in ds.scan():
-        folder = ds.root / subset / name
         problem = name_problem(name)
-        if problem:
-            yield f"{folder}: case folder name {problem}"
-        elif path == folder and any(c.is_dir() and (c / VIEWS[0]).is_dir() for c in folder.iterdir()):
-            yield f"{folder}: holds a case and a nested <obj_id>/ copy of one (fetched into a reconstructed dataset?)"
+        flat = path.parent == ds.root / subset
+        if problem and not flat:
+            yield f"{path}: a pair folder outside the layout <subset>/<case>/obj_<N>/ (pair id {name!r}: {problem})"
+        elif problem:
+            yield f"{path}: case folder name {problem}"
+        elif flat and any(c.is_dir() and (c / VIEWS[0]).is_dir() for c in path.iterdir()):
+            yield f"{path}: holds a case and a nested <obj_id>/ copy of one (fetched into a reconstructed dataset?)"
 
 
 def verify_dataset(root: str | os.PathLike, progress: bool = False) -> tuple[list[str], int]:

@@ -28,23 +28,28 @@ from persistbench.core.layout import STATE_DIR
 from persistbench.core.timing import phase
 from persistbench.executors import Executor, Job, RunResult, Selection, SerialExecutor, Shard
 from persistbench.io.files import read_json, sha256_file, write_json
-from persistbench.io.hub import Source
+from persistbench.io.hub import Source, list_files
 from persistbench.io.names import confined, remove_tree
+from persistbench.suites.persistbench.dist.manifest import Checksum, pairs_record, read_checksums, read_index
 from persistbench.suites.persistbench.layout import (
     CASES_JSONL,
     DB_NAME,
     FETCH_JSON,
     PAIR_FILE_RE,
     PAIR_MEMBER_RE,
+    PAIRS_JSON,
     SHARD_RE,
     DistributionLayout,
     fetch_done_path,
+    pair_id,
 )
 
-DEFAULT_REPO = "persistbench/persistbench"
+DEFAULT_REPO = "persistbench-neurips26/PersistBench"  # the dataset card's repository
 
 
 REMOTE = DistributionLayout(Path())  # the distribution's paths, relative to its root
+CHECKSUMS, INDEX = REMOTE.checksums_json.as_posix(), REMOTE.index_json.as_posix()
+SAMPLES = f"{REMOTE.samples_dir.as_posix()}/"
 
 
 _CHUNK = 1 << 20
@@ -89,8 +94,15 @@ def extract_shard(shard: Path, output: Path, expected: set[str] | None = None) -
                 if reason:
                     raise PersistbenchError(f"{shard.name}: refused member {m.name!r}: {reason}; nothing extracted")
             pairs = sorted({"/".join(m.name.split("/")[:3]) for m in members if m.isfile()})
-            if expected is not None and {p.split("/")[1] for p in pairs} != expected:
-                raise PersistbenchError(f"{shard.name}: its pairs differ from index.json; nothing extracted")
+            found = {pair_id(*p.split("/")[1:3]) for p in pairs}
+            if expected is not None and found != expected:
+                extra, absent = sorted(found - expected), sorted(expected - found)
+                raise PersistbenchError(
+                    f"{shard.name}: its pairs differ from {INDEX}"
+                    + (f"; in the shard only: {', '.join(extra)}" if extra else "")
+                    + (f"; in {INDEX} only: {', '.join(absent)}" if absent else "")
+                    + "; nothing extracted"
+                )
             staging = Path(tempfile.mkdtemp(prefix=f".{shard.name}.", dir=output / STATE_DIR))
             try:
                 for m in members:
@@ -124,8 +136,10 @@ def fetch(
     """Fetch the distribution into ``output`` (a dataset tree in the nested form) on ``executor`` (default:
     serial), one file per call; the result's ``value`` is ``fetch.json``'s record (None for a shard).
 
-    ``include="samples"`` takes only the unarchived sample pairs. With ``shard`` only every
-    ``shard.count``-th file is fetched; ``aggregate_only`` writes ``fetch.json`` once all are there.
+    ``include="samples"`` takes only the unarchived sample pairs: checked against ``samples/checksums.json``
+    (or the entries an older ``pack`` put in ``shards/checksums.json``), else copied as the card lays them
+    out, unchecked (``fetch.json`` says so). With ``shard`` only every ``shard.count``-th file is fetched;
+    ``aggregate_only`` writes ``fetch.json`` once all are there. A fetch that got no pair fails.
     """
     if shard is not None and aggregate_only:
         raise PersistbenchError(
@@ -136,18 +150,20 @@ def fetch(
         if (output / name).exists():
             raise PersistbenchError(f"{output}: holds a reconstructed dataset ({name}); fetch into a new directory")
     confined(output, STATE_DIR).mkdir(parents=True, exist_ok=True)  # holds the extraction staging and the done records
-    checksums = read_json(source.get(REMOTE.checksums_json.as_posix()))
-    index = read_json(source.get(REMOTE.index_json.as_posix()))
-    samples = f"{REMOTE.samples_dir.as_posix()}/"
-    if include == "samples":
-        names = sorted(n for n in checksums if n.startswith(samples))
-    else:
-        names = sorted(n for n in checksums if SHARD_RE.match(n))
-    bad = [n for n in names if not (SHARD_RE.match(n) or PAIR_FILE_RE.match(n.removeprefix(samples)))]
+    listed = read_checksums(source.get(CHECKSUMS), CHECKSUMS)
+    index = read_index(source.get(INDEX), INDEX)
+    bad = [n for n in listed if not (SHARD_RE.match(n) or n.startswith(SAMPLES) and _sample_name(n))]
     if bad:
-        raise PersistbenchError(f"checksums.json: refused file name {bad[0]!r}")
-    wanted = {n: checksums[n] for n in names}
-    pairs_of = {n: sorted(k for k, row in index.items() if row["shard"] == n) for n in names if SHARD_RE.match(n)}
+        raise PersistbenchError(f"{CHECKSUMS}: refused file name {bad[0]!r}")
+    if include == "samples":
+        wanted = _samples(source, listed)
+    else:
+        wanted = {n: c for n, c in listed.items() if SHARD_RE.match(n)}
+        unknown = sorted({r.shard for r in index.rows.values()} - set(wanted))
+        if unknown:
+            raise PersistbenchError(f"{INDEX}: pairs in {unknown[0]}, which {CHECKSUMS} does not list")
+    names = sorted(wanted)
+    pairs_of = {n: {p for p, r in index.rows.items() if r.shard == n} for n in names if SHARD_RE.match(n)}
     is_done = functools.partial(_done, output=output, checksums=wanted)
     result = RunResult("fetch", [])
     if not aggregate_only:
@@ -164,39 +180,81 @@ def fetch(
         raise PersistbenchError(
             f"{output}: {len(missing)} file(s) not fetched yet (first: {missing[0]}); run every --shard first"
         )
-    pairs = len(index) if include == "all" else len({"/".join(n.removeprefix(samples).split("/")[:3]) for n in names})
-    record = {**source.description, "include": include, "files": len(names), "pairs": pairs}
+    if include == "all":
+        pairs = sorted(index.rows)
+    else:
+        pairs = sorted({pair_id(*n.removeprefix(SAMPLES).split("/")[1:3]) for n in names})
+    if not pairs:
+        where = source.description.get("from") or source.description.get("repo")
+        raise PersistbenchError(f"{where}: no pair to fetch (--include {include})")
+    kept = {p: r for p, r in pairs_record(index).items() if p in set(pairs)}
+    if kept:
+        write_json(output / PAIRS_JSON, kept)
+    record = {
+        **source.description,
+        "include": include,
+        "files": len(names),
+        "pairs": len(pairs),
+        "index_keys": list(index.forms),
+        "verified": all(c is not None for c in wanted.values()),
+    }
     write_json(output / FETCH_JSON, record)
     result.value = record
     return result
 
 
-def _fetch_one(name: str, output: Path, source: Source, checksums: dict, pairs_of: dict[str, list[str]]) -> None:
+def _sample_name(name: str) -> bool:
+    """A sample file's name: ``samples/<pair file>`` of the card's tree or of the layout ``pack`` wrote before."""
+    return bool(PAIR_FILE_RE.match(name.removeprefix(SAMPLES)))
+
+
+def _samples(source: Source, listed: dict[str, Checksum]) -> dict[str, Checksum | None]:
+    """The sample files and their checksums: ``samples/checksums.json``, else the entries an older ``pack``
+    put in ``shards/checksums.json``, else every pair file under ``samples/`` (None: nothing to check against)."""
+    own = f"{SAMPLES}checksums.json"
+    names = list_files(source, SAMPLES)
+    if own in names:
+        sums = read_checksums(source.get(own), own)
+        bad = [n for n in sums if not _sample_name(f"{SAMPLES}{n}")]
+        if bad:
+            raise PersistbenchError(f"{own}: refused file name {bad[0]!r}")
+        return {f"{SAMPLES}{n}": c for n, c in sums.items()}
+    old = {n: c for n, c in listed.items() if n.startswith(SAMPLES)}
+    if old:
+        return old
+    return {n: None for n in names if _sample_name(n)}
+
+
+def _fetch_one(
+    name: str, output: Path, source: Source, checksums: dict[str, Checksum | None], pairs_of: dict[str, set[str]]
+) -> None:
     """Fetch, check and extract (or copy) one distribution file; its done record last."""
-    samples = f"{REMOTE.samples_dir.as_posix()}/"
     with phase("transfer"):
         path = source.get((REMOTE.shards_dir / name).as_posix() if SHARD_RE.match(name) else name)
     want = checksums[name]
     with phase("verify"):
         size = path.stat().st_size
-        if size != int(want["bytes"]):
-            raise PersistbenchError(f"{name}: {size} bytes, checksums.json says {want['bytes']}; nothing extracted")
-        if sha256_file(path) != want["sha256"]:
+        if want is not None and size != want.size:
+            raise PersistbenchError(f"{name}: {size} bytes, checksums.json says {want.size}; nothing extracted")
+        digest = sha256_file(path)
+        if want is not None and digest != want.sha256:
             raise PersistbenchError(f"{name}: sha256 differs from checksums.json; nothing extracted")
     with phase("extract"):
         if SHARD_RE.match(name):
-            extract_shard(path, output, set(pairs_of[name]))
+            extract_shard(path, output, pairs_of[name])
         else:
-            target = output / name.removeprefix(samples)
+            target = output / name.removeprefix(SAMPLES)
             target.parent.mkdir(parents=True, exist_ok=True)
             tmp = target.with_name(f".{target.name}.part")
             shutil.copyfile(path, tmp)
             os.replace(tmp, target)
-    write_json(fetch_done_path(output, name), {"name": name, "sha256": want["sha256"]})
+    write_json(fetch_done_path(output, name), {"name": name, "sha256": digest})
 
 
-def _done(name: str, output: Path, checksums: dict) -> bool:
+def _done(name: str, output: Path, checksums: dict[str, Checksum | None]) -> bool:
+    want = checksums[name]
     try:
-        return read_json(fetch_done_path(output, name)).get("sha256") == checksums[name]["sha256"]
+        done = read_json(fetch_done_path(output, name)).get("sha256")
     except (PersistbenchError, AttributeError):
         return False
+    return done is not None and (want is None or done == want.sha256)

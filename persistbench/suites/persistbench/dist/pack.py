@@ -28,12 +28,14 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from persistbench import __version__
 from persistbench.core.errors import PersistbenchError
-from persistbench.core.layout import MASKS_DIR, mask_name
+from persistbench.core.layout import MASKS_DIR
 from persistbench.core.timing import phase
 from persistbench.executors import Executor, Job, RunResult, Selection, SerialExecutor, Shard
-from persistbench.io.files import UMASK, sha256_file, write_json, write_text
+from persistbench.io.files import UMASK, sha256_file, write_bytes, write_json, write_text
 from persistbench.io.names import remove_tree
 from persistbench.io.video import H264_SETTINGS, encode_video, ffmpeg_exe
 from persistbench.suites.persistbench.dataset import Case, Dataset
@@ -100,17 +102,29 @@ def _stage_pair(case: Case, fps: float, staging: Path) -> None:
                 for i, path in enumerate(view.mask_paths):
                     if path.suffix.lower() != ".png":
                         raise PersistbenchError(f"{path}: masks must be PNG to be packed")
-                    shutil.copyfile(path, base / name / MASKS_DIR / mask_name(i))
+                    shutil.copyfile(path, base / name / MASKS_DIR / f"{i:05d}.png")
                 shutil.copyfile(view.camera_path, base / name / CAMERA_NAME)
-        for name in (VISIBILITY_NAME, THETA_PHI_NAME, COVERAGE_NAME):
+        for name in (VISIBILITY_NAME, COVERAGE_NAME):
             if (case.path / name).is_file():
                 shutil.copyfile(case.path / name, base / name)
+        write_bytes(base / THETA_PHI_NAME, _yaw_pitch(case))
         (staging / rel).parent.mkdir(parents=True, exist_ok=True)
         remove_tree(staging, staging / rel)  # a pair staged from an older dataset
         base.chmod(0o777 & ~UMASK)  # mkdtemp makes it private
         os.rename(base, staging / rel)
     finally:
         remove_tree(staging, base)
+
+
+def _yaw_pitch(case: Case) -> bytes:
+    """``theta_phi_values.npy`` as the card describes it: the input view's per-frame yaw and pitch in degrees,
+    a ``(T, 2)`` float64 array (no pickle)."""
+    angles = case.theta_phi()
+    if "view_0_theta" not in angles or "view_0_phi" not in angles:
+        raise PersistbenchError(f"{case.theta_phi_path}: no view_0_theta and view_0_phi to pack")
+    buf = io.BytesIO()
+    np.save(buf, np.stack([angles["view_0_theta"], angles["view_0_phi"]], axis=1).astype("<f8"), allow_pickle=False)
+    return buf.getvalue()
 
 
 def _staged(key: tuple[str, str], staging: Path) -> bool:
@@ -249,16 +263,16 @@ def _assemble(pairs: list[Pair], out: Path, shard_size: int, samples: int, date:
             checksums[path.name] = {"sha256": sha256_file(path), "bytes": path.stat().st_size}
             for pair in group:
                 index[pair.pair_id] = {"shard": path.name, "subset": pair.subset, "n_frames": pair.n_frames}
+        sample_sums = {}
         for pair in pick_samples(pairs, samples):
             for name, file in pair.files:
                 target = dist.samples_dir / name
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(file, target)
-                checksums[target.relative_to(tmp).as_posix()] = {
-                    "sha256": sha256_file(target),
-                    "bytes": target.stat().st_size,
-                }
-        write_json(dist.checksums_json, checksums)
+                sample_sums[name] = {"sha256": sha256_file(target), "bytes": target.stat().st_size}
+        write_json(dist.checksums_json, checksums)  # shards only, as the card's checksum loop expects
+        if sample_sums:
+            write_json(dist.samples_checksums_json, sample_sums)
         write_json(dist.index_json, index)
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
@@ -270,12 +284,12 @@ def _assemble(pairs: list[Pair], out: Path, shard_size: int, samples: int, date:
             dist.pack_json,
             {
                 "toolkit_version": __version__,
-                "format": "persistbench-shards-v1",
+                "format": "persistbench-shards-v2",
                 "encoder": {**PACK_H264, "ffmpeg": Path(ffmpeg_exe()).name},
                 "masks": "PNG, uint8 0/255",
                 "shard_size": shard_size,
                 "pairs": len(pairs),
-                "shards": sorted(k for k in checksums if "/" not in k),
+                "shards": sorted(checksums),
             },
         )
         write_json(dist.croissant_json, croissant.describe(dist, checksums, index, date))
