@@ -312,8 +312,7 @@ def test_paper_v3_scores_a_run_with_every_backend(oracle_run, checkpoints, tmp_p
     with JudgeServer(lambda n, body: seen(body)) as server:
         result = _score(oracle_run, checkpoints, server.url, "--resume")  # cases with failed judgments again
         assert result.exit_code == 0, result.output
-        asked = len(server.requests)
-        assert asked >= 2 and "done 2" in result.output
+        assert len(server.requests) >= 2 and "done 2" in result.output
         summary = json.loads(run.summary_json("paper-v3").read_text())
         assert summary["judge_failures"] == 0
         for key in ("object_permanence_visible", "motion_continuity_visible", "appearance_preservation_visible"):
@@ -324,8 +323,6 @@ def test_paper_v3_scores_a_run_with_every_backend(oracle_run, checkpoints, tmp_p
         (tracker,) = summary["backends"]["sam2-package"]
         assert tracker["sha256"] == resolve(BACKENDS["sam2-package"], str(checkpoints["sam2-package"]), False).sha256
         assert tracker["sam2_config"] == "configs/sam2.1/sam2.1_hiera_t.yaml" and tracker["precision"] == "float32"
-        result = _score(oracle_run, checkpoints, server.url)  # everything again: the judge's answers are cached
-        assert result.exit_code == 0 and len(server.requests) == asked
         _package_and_check(oracle_run, checkpoints, server.url, tmp_path)
     assert "judge-x" in run.summary_md("paper-v3").read_text()
     report = CliRunner().invoke(main, ["report", str(oracle_run), "--output", str(tmp_path / "report.html")])

@@ -227,13 +227,7 @@ def ray_executor(ray_home):
             yield ex
 
 
-def test_ray_writes_nothing_in_the_home_folder(ray_executor, ray_home, sample_ds, tmp_path):
-    opts = InferOptions(dataset=sample_ds, output=tmp_path / "run", model="hold")
-    assert infer(opts, executor=ray_executor, progress=False).ok
-    assert not list(ray_home.iterdir())
-
-
-def test_ray_gives_the_serial_bytes_on_the_bundled_sample(ray_executor, sample_ds, tmp_path):
+def test_ray_gives_the_serial_bytes_on_the_bundled_sample(ray_executor, ray_home, sample_ds, tmp_path):
     opts = DownloadOptions(output=tmp_path / "ds", sources=SourceOptions(cache=tmp_path / "cache"), progress=False)
     result = download(resolve_recipes(None, tmp_path / "cache"), opts, ray_executor)
     assert result.ok and result.executor == "ray" and result.count("done") == 8
@@ -245,6 +239,7 @@ def test_ray_gives_the_serial_bytes_on_the_bundled_sample(ray_executor, sample_d
     assert digests(tmp_path / "serial") == digests(tmp_path / "ray")
     workers = {r["worker"] for r in read_records(tmp_path / "ray" / "run" / ".state")}
     assert len(workers) == 2 and all(int(w.split(":")[1]) != os.getpid() for w in workers)
+    assert not list(ray_home.iterdir())  # a local Ray's token and files stay out of ~ (no ~/.ray)
 
 
 def test_ray_gives_the_serial_bytes_on_r2m_and_wrop(ray_executor, tmp_path):
