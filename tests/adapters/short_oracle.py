@@ -1,7 +1,7 @@
-"""The oracle on 10 evenly spaced frames (a short run for the slow model-backend tests)."""
+"""The oracle on 6 evenly spaced frames (a short run for the slow model-backend tests)."""
 
 from persistbench.models.builtin import OracleModel
 
 
 class ShortOracle(OracleModel):
-    num_frames = 10
+    num_frames = 6
