@@ -11,6 +11,7 @@ from urllib.parse import urlparse
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from conftest import shared
 
 from persistbench.cli import main
 from persistbench.core.layout import RunLayout
@@ -63,11 +64,17 @@ def test_memory_curve_bands_stay_in_the_metric_range():
 
 @pytest.fixture(scope="module")
 def demo_dir(tmp_path_factory):
+    """The demo, run once for the whole test run (every xdist worker reads it; the tests change only copies)."""
     pytest.importorskip("matplotlib", reason='the report extra: pip install -e ".[report]"')
-    out = tmp_path_factory.mktemp("fresh") / "demo"
-    result = CliRunner().invoke(main, ["demo", "--out", str(out), "--no-progress"])
-    assert result.exit_code == 0, result.output
-    return out, result.output
+
+    def build(root: Path) -> Path:
+        result = CliRunner().invoke(main, ["demo", "--out", str(root / "demo"), "--no-progress"])
+        assert result.exit_code == 0, result.output
+        (root / "output.txt").write_text(result.output)
+        return root / "demo"
+
+    out = shared(tmp_path_factory, "demo", build)
+    return out, (out.parent / "output.txt").read_text()
 
 
 def test_demo_runs_the_whole_chain(demo_dir):

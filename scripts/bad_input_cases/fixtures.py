@@ -14,7 +14,7 @@ class Fixtures:
     ds: Path  # their reconstructed dataset
     run: Path  # hold on it, scored (classic-v1)
     r2m: Path  # R2M-Bench synthetic checkout: 1 scene x 3 trajectories, 161 frames
-    r2m_run: Path  # warp on it, scored (r2m-v1: frame_psnr)
+    r2m_run: Path  # warp on it, scored (r2m-v2, the default: frame_psnr)
     wrop: Path  # WROP synthetic corpus: 2 tasks x 2 samples
     wrop_run: Path  # hold on it, scored (wrop-cont-v1)
 

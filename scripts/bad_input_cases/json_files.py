@@ -51,8 +51,8 @@ def targets(fx: Fixtures) -> list[Target]:
         Target(
             "R2M --pairs file",
             ("r2m", "r2m_run"),
-            "r2m_run/scores/r2m-v1/pairs/DDDAAA.json",
-            (*r2m_score, "--pairs", "r2m_run/scores/r2m-v1/pairs"),
+            "r2m_run/scores/r2m-v2/pairs/DDDAAA.json",
+            (*r2m_score, "--pairs", "r2m_run/scores/r2m-v2/pairs"),
             ("r2m_run/scores",),
         ),
         Target(
@@ -118,7 +118,7 @@ def targets(fx: Fixtures) -> list[Target]:
         Target(
             "report: R2M summary.json",
             ("r2m_run",),
-            "r2m_run/scores/r2m-v1/summary.json",
+            "r2m_run/scores/r2m-v2/summary.json",
             ("report", "r2m_run", "--output", "r.html"),
             ("r.html",),
         ),

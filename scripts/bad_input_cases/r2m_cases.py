@@ -101,7 +101,7 @@ def _fifo(rel: str) -> Callable[[Path], None]:
 
 
 def _pairs(work: Path, edit: Callable[[dict], object]) -> None:
-    path = work / "r2m_run/scores/r2m-v1/pairs/DDDAAA.json"
+    path = work / "r2m_run/scores/r2m-v2/pairs/DDDAAA.json"
     data = json.loads(path.read_text())
     edit(data)
     path.write_text(json.dumps(data))
@@ -221,7 +221,7 @@ def cases(fx: Fixtures, work: Path) -> None:
     ]
     for name, damage, needle in predictions:
         fresh(work, (fx.r2m, "r2m"), (fx.r2m_run, "r2m_run"))
-        args = SCORE + (["--pairs", "r2m_run/scores/r2m-v1/pairs"] if name.startswith("--pairs") else [])
+        args = SCORE + (["--pairs", "r2m_run/scores/r2m-v2/pairs"] if name.startswith("--pairs") else [])
         damage(work)
         group = "sizes" if "4096" in name or "20,000" in name or "300,000" in name else "R2M runs"
         # Frames beyond the trajectory are ignored (as upstream does): decoding stops at its last pose.
@@ -234,7 +234,7 @@ def cases(fx: Fixtures, work: Path) -> None:
         "R2M runs",
         "--pairs: a 30 MB meta is refused",
         work,
-        [*SCORE, "--pairs", "r2m_run/scores/r2m-v1/pairs"],
+        [*SCORE, "--pairs", "r2m_run/scores/r2m-v2/pairs"],
         ("DDDAAA.json", "meta: must be an object of at most 64 KiB"),
         _scores,
     )

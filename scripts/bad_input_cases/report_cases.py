@@ -52,7 +52,7 @@ def _escaped(code: int, text: str, work: Path) -> bool:
 
 
 def fields(fx: Fixtures) -> list[tuple[str, str, Callable[[Path, str], None]]]:
-    pb, r2m, wrop = "run/scores/classic-v1", "r2m_run/scores/r2m-v1", "wrop_run/scores/wrop-cont-v1"
+    pb, r2m, wrop = "run/scores/classic-v1", "r2m_run/scores/r2m-v2", "wrop_run/scores/wrop-cont-v1"
     case_metrics = lambda d, p: [c["metrics"].__setitem__(p, c["metrics"].pop("psnr")) for c in d["cases"]]  # noqa: E731
     return [
         (
@@ -121,7 +121,7 @@ def cases(fx: Fixtures, work: Path) -> None:
         ("record phase a string", _each_record("run", lambda d, p: d.update(phases="decode"))),
         ("record attempts [1]", _each_record("run", lambda d, p: d.update(attempts=[1]))),
         ("record a list", lambda w, p: [f.write_text("[]") for f in (w / "run/.state/records").rglob("*.json")]),
-        ("summary without overall", _json("r2m_run/scores/r2m-v1/summary.json", lambda d, p: d.pop("overall"))),
+        ("summary without overall", _json("r2m_run/scores/r2m-v2/summary.json", lambda d, p: d.pop("overall"))),
         ("summary subsets a list", _json("run/scores/classic-v1/summary.json", lambda d, p: d.update(subsets=[1]))),
         ("results cases a string", _json("run/scores/classic-v1/results.json", lambda d, p: d.update(cases="x"))),
         (

@@ -139,7 +139,7 @@ def judge_cases(fx: Fixtures, work: Path) -> None:
             check("judge", f"every answer {name}", work, args, "persistent_state", _scores("r2m_run"), env=env)
 
     def kept_psnr(code: int, text: str, w: Path) -> bool:
-        record = json.loads(next((w / "r2m_run/scores/r2m-v1").glob("*/*.json")).read_text())
+        record = json.loads(next((w / "r2m_run/scores/r2m-v2").glob("*/*.json")).read_text())
         return "frame_psnr" in record.get("values", {})
 
     fresh(work, (fx.r2m, "r2m"), (fx.r2m_run, "r2m_run"))
@@ -290,9 +290,9 @@ def output_cases(fx: Fixtures, work: Path) -> None:
             ["score", "--no-progress", "--pred", "r2m_run", "--dataset", "r2m", "--metrics", "frame_psnr"],
         ),
         (
-            "R2M run: scores/r2m-v1 a link",
+            "R2M run: scores/r2m-v2 a link",
             (fx.r2m, fx.r2m_run),
-            "r2m_run/scores/r2m-v1",
+            "r2m_run/scores/r2m-v2",
             ["score", "--no-progress", "--pred", "r2m_run", "--dataset", "r2m", "--metrics", "frame_psnr"],
         ),
         (
