@@ -44,7 +44,7 @@ def test_a_fifo_in_a_checkout_is_refused_without_blocking(checkout, which):
 
 def test_a_link_to_a_device_is_refused_not_read(tmp_path):
     run = tmp_path / "run"
-    run.mkdir()
+    (run / "static").mkdir(parents=True)  # a run's case folders: still a run, not taken for a dataset
     (run / "run.json").symlink_to("/dev/zero")
     refused(run_cli("score", "--pred", run, timeout=60), "run.json", "not a regular file")
     with pytest.raises(PersistbenchError, match="not a regular file"):

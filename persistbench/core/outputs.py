@@ -9,6 +9,7 @@ a file of another kind (``report -o runs/a/run.json``).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Collection, Iterable
 from pathlib import Path
 
@@ -33,11 +34,12 @@ def recognise(folder: str | Path) -> str | None:
     folder = Path(folder)
     if not folder.is_dir() or not any(folder.iterdir()):
         return None
-    if (folder / "run.json").is_file():
+    # Named, whatever is there: a run.json that is a FIFO or a link still marks a run, whose reader refuses it.
+    if os.path.lexists(folder / "run.json"):
         return RUN
-    if (folder / STUDY_STORE).is_file():
+    if os.path.lexists(folder / STUDY_STORE):
         return STUDY
-    if (folder / SYNTH_RECORD).is_file():
+    if os.path.lexists(folder / SYNTH_RECORD):
         return SYNTHETIC
     for name in suites():
         if suite_class(name).detect(folder):
