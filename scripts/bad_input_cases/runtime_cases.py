@@ -176,11 +176,12 @@ def judge_cases(fx: Fixtures, work: Path) -> None:
     fresh(work, (fx.r2m, "r2m"), (fx.r2m_run, "r2m_run"))
     asked: dict[str, int] = {}
     with JudgeServer(lambda n, r: _answer(5)) as a, JudgeServer(lambda n, r: _answer(1)) as b:
-        first = [*R2M_JUDGE, "--judge-url", a.url, "--metrics", "persistent_state"]
+        v1 = ["--protocol", "r2m-v1"]  # its judge prompts are the toolkit's own (r2m-v2 reads upstream's file)
+        first = [*R2M_JUDGE, *v1, "--judge-url", a.url, "--metrics", "persistent_state"]
         from .harness import run
 
         run(first, work, env)
-        second = [*R2M_JUDGE, "--judge-url", b.url, "--metrics", "persistent_state"]
+        second = [*R2M_JUDGE, *v1, "--judge-url", b.url, "--metrics", "persistent_state"]
 
         def b_asked(code: int, text: str, w: Path) -> bool:
             asked["b"] = len(b.requests)
@@ -239,8 +240,10 @@ def hang_cases(fx: Fixtures, work: Path) -> None:
         args = ["score", "--no-progress", "--pred", "wrop_run", "--metrics", "psnr"]
         check("hangs", "score --pred RUN whose run.json names a URL", work, args, "run.json", _scores("wrop_run"))
 
+    cases = len(list(fx.wrop_run.glob("*/*/case.json")))
+
     def all_done(code: int, text: str, w: Path) -> bool:
-        return code == 0 and len(list((w / "o").glob("*/*/case.json"))) == 4
+        return code == 0 and len(list((w / "o").glob("*/*/case.json"))) == cases
 
     with slow_server() as url:
         host = url.removeprefix("http://")
@@ -322,7 +325,8 @@ def output_cases(fx: Fixtures, work: Path) -> None:
         (
             "WROP infer: output a link inside",
             (fx.wrop,),
-            "o/container_permanence",
+            "o/"
+            + sorted(p.name for p in fx.wrop_run.iterdir() if p.is_dir() and p.name not in ("scores", ".state"))[0],
             ["infer", "--no-progress", "--model", "hold", "--dataset", "wrop", "--output", "o"],
         ),
         # (report --output names a file of the user's: links in that path are the user's own and followed.)
