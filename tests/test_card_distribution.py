@@ -15,6 +15,7 @@ from card_dist import PAIRS, SAMPLE, Pair, write
 from card_dist import pair_files as card_pair_files
 from clirun import refused, run_cli
 
+from persistbench.core.errors import PersistbenchError
 from persistbench.suites.persistbench.dataset import Dataset
 
 
@@ -134,6 +135,10 @@ def test_the_card_protocol_scores_only_fully_hidden_frames(tmp_path):
     assert scoring.frame_sets(vis, classic)[1].tolist() == [False, False, True, True, True, True, False]
     assert scoring.frame_rule(card.config)["invisible"] == "view_0_visibility <= 0"
     assert scoring.frame_rule(classic.config)["invisible"] == "view_0_visibility < 0.3"
+    both = tmp_path / "both.json"  # refused when loaded, not case by case while scoring
+    both.write_text(json.dumps({**card.config, "name": "both", "invisible_below": 0.3}))
+    with pytest.raises(PersistbenchError, match="both.json: give exactly one of invisible_below and invisible_at_most"):
+        PersistBench.load_protocol(str(both))
 
 
 def test_the_cards_snippets_read_packs_output(sample_ds, tmp_path):

@@ -257,7 +257,7 @@ def load_protocol(
     if overrides and isinstance(config, dict):
         config = {**config, **overrides}
     scorer = choose_scorer(config, scorers)
-    problem = next(problems(config, scorer.schema), None)
+    problem = next(problems(config, scorer.schema), None) or next(iter(scorer.config_problems(config)), None)
     if problem:
         raise PersistbenchError(f"{path}: {problem}")
     if config["name"] not in shipped and shipped_path(config["name"]).is_file():

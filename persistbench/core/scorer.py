@@ -29,6 +29,10 @@ class Scorer(ABC):
     name: ClassVar[str]
     schema: ClassVar[dict[str, Check]]  # every protocol field and its check (``name`` is checked for all)
 
+    def config_problems(self, config: dict) -> list[str]:
+        """What is wrong with a protocol's content across fields, once every field passed :attr:`schema`."""
+        return []
+
     def backends_needed(self, protocol: Protocol, wanted: tuple[str, ...]) -> list[str]:
         """The model backends (:data:`persistbench.backends.BACKENDS`) scoring ``wanted`` loads."""
         return []

@@ -14,6 +14,7 @@ corpora.
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import time
 from collections.abc import Iterator
@@ -38,8 +39,6 @@ class _Deadline(threading.local):
 
 
 _current = _Deadline()
-_configured = threading.Lock()
-_done: list[bool] = []
 
 
 @contextlib.contextmanager
@@ -137,17 +136,14 @@ def _client():
     )
 
 
+@functools.cache
 def configure() -> None:
     """Once per process: telemetry and Xet off, huggingface_hub's client bounded by :func:`deadline`."""
-    with _configured:
-        if _done:
-            return
-        from huggingface_hub import constants, set_client_factory
+    from huggingface_hub import constants, set_client_factory
 
-        constants.HF_HUB_DISABLE_TELEMETRY = True
-        constants.HF_HUB_DISABLE_XET = True
-        set_client_factory(_client)
-        _done.append(True)
+    constants.HF_HUB_DISABLE_TELEMETRY = True
+    constants.HF_HUB_DISABLE_XET = True
+    set_client_factory(_client)
 
 
 @dataclass(frozen=True)
@@ -171,7 +167,7 @@ class Source:
         from huggingface_hub import hf_hub_download
 
         where = f"hf://{self.repo}/{name}@{self.commit[:12]}"
-        size = file_size(self.repo, name, self.commit)
+        size = file_metadata(self.repo, name, self.commit).size
         with asking(where, web.default_timeout() + size / MIN_RATE):
             return Path(hf_hub_download(self.repo, name, repo_type="dataset", revision=self.commit))
 
@@ -255,11 +251,6 @@ def file_metadata(repo: str, path: str, revision: str | None, where: str | None 
     if meta.size is None or meta.commit_hash is None:
         raise PersistbenchError(f"{where}: the Hub declared no size or commit for the file")
     return HubFile(meta.commit_hash, meta.size, meta.location)
-
-
-def file_size(repo: str, path: str, revision: str | None) -> int:
-    """The size the Hub declares for a dataset file."""
-    return file_metadata(repo, path, revision).size
 
 
 def download(repo: str, path: str, revision: str | None, target: Path, limit: int, where: str | None = None) -> HubFile:

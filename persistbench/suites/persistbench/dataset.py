@@ -256,7 +256,7 @@ class Dataset:
         if self.indexed:
             found = [self._case(s, c) for s, c in sorted(self._records)]
         else:
-            for _, c, p in self.scan():
+            for (_, c), p in self._scanned.items():
                 problem = name_problem(c)
                 if problem:
                     raise PersistbenchError(f"{p}: not a case or pair folder ({c!r}: {problem})")

@@ -21,6 +21,9 @@ class ClassicScorer(Scorer):
     schema = scoring.SCHEMA
     report = "persistbench.suites.persistbench.report"
 
+    def config_problems(self, config: dict) -> list[str]:
+        return scoring.config_problems(config)
+
     def score_case(self, suite, case, pred, protocol: Protocol, ctx: ScoreContext) -> dict:
         full = suite.case(case.subset, case.case_id)
         return scoring.score_case(full, pred, protocol, ctx.wanted, ctx.unavailable, ctx.backends).to_json()

@@ -89,14 +89,19 @@ def frame_sets(visibility: np.ndarray, protocol: Protocol) -> tuple[np.ndarray, 
     False before the first visible frame."""
     vis = np.asarray(visibility, np.float64)
     visible = vis > protocol.config["visible_above"]
-    below, at_most = protocol.config.get("invisible_below"), protocol.config.get("invisible_at_most")
-    if (below is None) == (at_most is None):
-        raise PersistbenchError(f"protocol {protocol.name}: give one of invisible_below and invisible_at_most")
-    invisible = vis < below if at_most is None else vis <= at_most
+    at_most = protocol.config.get("invisible_at_most")
+    invisible = vis < protocol.config["invisible_below"] if at_most is None else vis <= at_most
     if protocol.config["start"] == "first_visible":
         start = int(np.argmax(visible)) if visible.any() else len(vis)
         visible[:start] = invisible[:start] = False
     return visible, invisible
+
+
+def config_problems(config: dict) -> list[str]:
+    """The off-screen frames are given by exactly one of ``invisible_below`` and ``invisible_at_most``."""
+    if (config.get("invisible_below") is None) == (config.get("invisible_at_most") is None):
+        return ["give exactly one of invisible_below and invisible_at_most"]
+    return []
 
 
 def frame_rule(config: dict) -> dict[str, str]:

@@ -152,7 +152,7 @@ def fetch(
     confined(output, STATE_DIR).mkdir(parents=True, exist_ok=True)  # holds the extraction staging and the done records
     listed = read_checksums(source.get(CHECKSUMS), CHECKSUMS)
     index = read_index(source.get(INDEX), INDEX)
-    bad = [n for n in listed if not (SHARD_RE.match(n) or n.startswith(SAMPLES) and _sample_name(n))]
+    bad = [n for n in listed if not (SHARD_RE.match(n) or _sample_name(n))]
     if bad:
         raise PersistbenchError(f"{CHECKSUMS}: refused file name {bad[0]!r}")
     if include == "samples":
@@ -205,7 +205,7 @@ def fetch(
 
 def _sample_name(name: str) -> bool:
     """A sample file's name: ``samples/<pair file>`` of the card's tree or of the layout ``pack`` wrote before."""
-    return bool(PAIR_FILE_RE.match(name.removeprefix(SAMPLES)))
+    return name.startswith(SAMPLES) and bool(PAIR_FILE_RE.match(name.removeprefix(SAMPLES)))
 
 
 def _samples(source: Source, listed: dict[str, Checksum]) -> dict[str, Checksum | None]:
