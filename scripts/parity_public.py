@@ -800,10 +800,9 @@ def run_ours(sc: dict, built: dict, judge_url: str) -> dict:
     from persistbench.backends.features import PatchFeatures
     from persistbench.backends.judge import Judge
     from persistbench.core.layout import RunLayout
-    from persistbench.core.protocol import load_protocol
     from persistbench.suites.persistbench.dataset import Case
     from persistbench.suites.persistbench.predictions import read_prediction
-    from persistbench.suites.persistbench.scorers import SCORERS
+    from persistbench.suites.persistbench.suite import PersistBench
 
     ns = globals()
     stubs = {
@@ -891,7 +890,7 @@ def run_ours(sc: dict, built: dict, judge_url: str) -> dict:
     paper._track = track
     t0 = time.time()
     try:
-        protocol = load_protocol("paper-v3", SCORERS)
+        protocol = PersistBench.load_protocol("paper-v3")
         case = Case(built["root"], "static", sc["case"], built["case"])
         pred = read_prediction(RunLayout(built["run"]), built["run_info"], case)
         record = paper.score_case(case, pred, protocol, protocol.metrics, opts).to_json()

@@ -29,11 +29,11 @@ from persistbench.core.errors import PersistbenchError
 from persistbench.core.layout import RunLayout
 from persistbench.core.protocol import shipped_path
 from persistbench.metrics import pair as pair_metrics
-from persistbench.metrics import paper as pm
-from persistbench.metrics.pair_video import PairVideo, parse_state
 from persistbench.metrics.registry import METRICS
 from persistbench.suites.persistbench import paper
+from persistbench.suites.persistbench import tracked as pm
 from persistbench.suites.persistbench.layout import public_result
+from persistbench.suites.r2m.pair_video import PairVideo, parse_state
 from persistbench.suites.r2m.suite import R2MBench
 
 torch = pytest.importorskip("torch")
@@ -102,15 +102,17 @@ def test_mask_grid_is_torch_area_interpolation_and_pooling_matches_numpy():
         area = torch.nn.functional.interpolate(
             torch.from_numpy(mask.astype(np.float32))[None, None], (gh, gw), mode="area"
         )
-        assert np.array_equal(pm.mask_grid(mask, gh, gw), area[0, 0].numpy() > 0)
+        assert np.array_equal(pair_metrics.mask_grid(mask, gh, gw), area[0, 0].numpy() > 0)
     feats = rng.standard_normal((4, 5, 8)).astype(np.float32)
     mask = np.zeros((50, 61), bool)
     mask[20:30, 10:14] = True
-    cells = pm.mask_grid(mask, 4, 5)
+    cells = pair_metrics.mask_grid(mask, 4, 5)
     v = feats[cells].mean(0)
-    np.testing.assert_allclose(pm.pooled(feats, mask), v / (np.linalg.norm(v) + 1e-8), atol=1e-6)
+    np.testing.assert_allclose(pair_metrics.pooled(feats, mask), v / (np.linalg.norm(v) + 1e-8), atol=1e-6)
     v = feats.reshape(-1, 8).mean(0)  # no cell touched: every cell
-    np.testing.assert_allclose(pm.pooled(feats, np.zeros((50, 61), bool)), v / (np.linalg.norm(v) + 1e-8), atol=1e-6)
+    np.testing.assert_allclose(
+        pair_metrics.pooled(feats, np.zeros((50, 61), bool)), v / (np.linalg.norm(v) + 1e-8), atol=1e-6
+    )
 
 
 def test_best_match_is_the_brute_force_minimum():
@@ -626,7 +628,7 @@ def test_objects_are_detected_followed_and_compared():
     found = masks[[0, 3]].copy()
     lost = found.copy()
     lost[1] = False
-    expect = [pm.pooled(fa, m) @ pm.pooled(fb, m) for m in found]
+    expect = [pair_metrics.pooled(fa, m) @ pair_metrics.pooled(fb, m) for m in found]
     assert pair_metrics.object_score(fa, fb, masks[[0, 3]], found) == pytest.approx(np.mean(expect))
     assert pair_metrics.object_score(fa, fb, masks[[0, 3]], lost) == pytest.approx(expect[0] / 2)
     assert pair_metrics.object_score(fa, fb, masks[:0], masks[:0]) is None

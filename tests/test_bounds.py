@@ -16,7 +16,7 @@ import pytest
 from clirun import refused, run_cli
 
 from persistbench.core.errors import PersistbenchError
-from persistbench.core.protocol import size_hw
+from persistbench.core.schema import size_hw
 from persistbench.io.limits import MAX_PIXELS, check_frame_size
 from persistbench.io.video import LOSSLESS_SETTINGS, encode_video
 from persistbench.suites.r2m import layout, pairs
@@ -145,9 +145,9 @@ def test_a_wrop_prediction_at_another_size_than_asked_is_refused(wrop_run, tmp_p
 
 
 def _wrop_protocol(tmp_path: Path, **changes) -> Path:
-    from persistbench.core.suites import suite_class
+    from persistbench.core.suites import SUITES
 
-    cls = suite_class("wrop")
+    cls = SUITES["wrop"]
     config = json.loads(Path(f"persistbench/data/protocols/{cls.protocols[0]}.json").read_text())
     path = tmp_path / "p.json"
     path.write_text(json.dumps({**config, **changes}))
@@ -156,17 +156,17 @@ def _wrop_protocol(tmp_path: Path, **changes) -> Path:
 
 @pytest.mark.parametrize("name", ["classic-v1", "r2m-v1"])
 def test_a_protocol_may_not_take_another_suites_shipped_name(tmp_path, name):
-    from persistbench.core.suites import suite_class
+    from persistbench.core.suites import SUITES
 
     with pytest.raises(PersistbenchError, match=rf"p\.json: name '{name}' is another suite's shipped protocol"):
-        suite_class("wrop").load_protocol(str(_wrop_protocol(tmp_path, name=name)))
+        SUITES["wrop"].load_protocol(str(_wrop_protocol(tmp_path, name=name)))
 
 
 def test_a_protocol_may_not_list_a_metric_twice(tmp_path):
-    from persistbench.core.suites import suite_class
+    from persistbench.core.suites import SUITES
 
     with pytest.raises(PersistbenchError, match=r"p\.json: metrics: psnr listed twice"):
-        suite_class("wrop").load_protocol(str(_wrop_protocol(tmp_path, name="mine", metrics=["psnr", "psnr"])))
+        SUITES["wrop"].load_protocol(str(_wrop_protocol(tmp_path, name="mine", metrics=["psnr", "psnr"])))
 
 
 @pytest.fixture(scope="module")

@@ -314,7 +314,7 @@ def test_a_requested_metric_computed_for_no_case_fails_the_command(hold_run, tmp
 
 def test_run_json_says_how_the_model_inputs_were_resized(sample_ds, hold_run):
     """The sampling note is made from the resize the request runs (PIL bilinear), not written by hand."""
-    from persistbench.core.suite import CaseRef
+    from persistbench.core.case import CaseRef
     from persistbench.core.suites import open_suite
     from persistbench.geometry.sampling import crop_box, crop_resize
 
@@ -363,7 +363,7 @@ def test_help_texts_agree_with_the_code():
     assert all(name in infer_help for name in BUILTINS)
     assert "default: 1, in this process" in infer_help
     synth_help = CliRunner().invoke(main, ["synth", "--help"], terminal_width=400).output
-    assert "The benchmark (default: persistbench)" in synth_help and "--no-progress" in synth_help
+    assert "The benchmark (default: the first registered suite)" in synth_help and "--no-progress" in synth_help
     assert "recognised from the dataset root" not in synth_help
     assert "-o, --output" in CliRunner().invoke(main, ["report", "--help"], terminal_width=400).output
 

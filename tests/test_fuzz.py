@@ -128,9 +128,9 @@ def test_recipes(recipe_line, tmp_path, data):
 @given(data=st.data())
 def test_protocol_files(suite, tmp_path, data):
     from persistbench.core.protocol import shipped_path
-    from persistbench.core.suites import suite_class
+    from persistbench.core.suites import SUITES
 
-    cls = suite_class(suite)
+    cls = SUITES[suite]
     shipped = json.loads(shipped_path(cls.protocols[0]).read_text())
     path = tmp_path / "p.json"
     path.write_bytes(data.draw(json_mutated(shipped)))
@@ -141,9 +141,9 @@ def test_protocol_files(suite, tmp_path, data):
 def test_a_protocol_name_that_is_no_string_is_refused_cleanly(tmp_path, name):
     """Found by the fuzzer: a list as the name once raised TypeError while the scorer was chosen."""
     from persistbench.core.protocol import shipped_path
-    from persistbench.core.suites import suite_class
+    from persistbench.core.suites import SUITES
 
-    cls = suite_class("wrop")
+    cls = SUITES["wrop"]
     path = tmp_path / "p.json"
     path.write_text(json.dumps(json.loads(shipped_path(cls.protocols[0]).read_text()) | {"name": name}))
     _refuses_cleanly(cls.load_protocol, str(path))
@@ -308,8 +308,8 @@ replies = st.one_of(
 @given(text=replies)
 def test_judge_replies(text):
     from persistbench.backends.judge import BadReply, extract_json
-    from persistbench.metrics.pair_video import parse_state
     from persistbench.suites.persistbench.paper import parse_seen, reply_object
+    from persistbench.suites.r2m.pair_video import parse_state
 
     for extract, parsers in (
         (extract_json, (parse_state, parse_seen("F0001"))),

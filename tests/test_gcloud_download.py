@@ -19,8 +19,8 @@ from download_cli import download, tree
 from sshd import MISSING
 
 from persistbench.cli import main
-from persistbench.io.gcloud_cli import Gcloud, GcloudError
 from persistbench.suites.persistbench.build.gcloud import Vm, ready_python, startup_script
+from persistbench.suites.persistbench.build.gcloud_cli import Gcloud, GcloudError
 from persistbench.suites.persistbench.build.remote import remote_spec, spec_hash
 
 pytestmark = pytest.mark.skipif(MISSING, reason="openssh-server (.ci/run installs it)")

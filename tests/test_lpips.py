@@ -97,7 +97,8 @@ def test_r2m_pair_lpips_is_the_package_call_on_each_pairs_frames(tmp_path):
     import torchvision
 
     from persistbench.backends import BackendOptions, load
-    from persistbench.metrics.registry import METRICS, PairVideo
+    from persistbench.metrics.registry import METRICS
+    from persistbench.suites.r2m.pair_video import PairVideo
 
     torch.manual_seed(2)
     path = tmp_path / metrics.ALEXNET_FILE

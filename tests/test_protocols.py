@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from persistbench.core.case import ScoreContext
 from persistbench.core.errors import PersistbenchError
 from persistbench.core.infer import InferOptions, infer
 from persistbench.core.protocol import shipped_path
-from persistbench.core.suite import ScoreContext
 from persistbench.core.suites import open_suite
 from persistbench.metrics.registry import METRICS
 from persistbench.suites.persistbench.scoring import frame_sets
@@ -328,7 +328,7 @@ def test_r2m_metric_fields_act(r2m_tree, tmp_path, field):
 def _model_values(config, tmp_path, checkpoints, metric: str, judge_url: str | None = None):
     """``metric`` on the textured pair with the random-weight backends."""
     from persistbench.backends import BackendOptions, JudgeOptions
-    from persistbench.metrics.pair_video import PairVideo
+    from persistbench.suites.r2m.pair_video import PairVideo
 
     judge = JudgeOptions(judge_url, "judge-x") if judge_url else None
     opts = BackendOptions("cpu", tuple((k, str(v)) for k, v in sorted(checkpoints.items())), False, 4, judge)
@@ -398,8 +398,8 @@ def _upstream_checkout(root: Path, system: str = "You judge two frames.", user: 
 
 
 def test_r2m_state_prompt_is_upstreams_or_ours_and_pinned(tmp_path):
-    from persistbench.metrics.pair_video import StateQuestion
     from persistbench.suites.r2m.data import Checkout
+    from persistbench.suites.r2m.pair_video import StateQuestion
     from persistbench.suites.r2m.scoring import state_question
 
     ours = state_question(Checkout(tmp_path), _load(R2MBench, R2M, tmp_path))
@@ -427,7 +427,7 @@ def test_r2m_state_prompt_is_upstreams_or_ours_and_pinned(tmp_path):
 
 def test_r2m_object_candidates_are_bounded(tmp_path, checkpoints, monkeypatch):
     """On the random detector the best candidate is the first ranked, so the bound is seen in what is compared."""
-    from persistbench.metrics import objects
+    from persistbench.suites.r2m import objects
 
     compared = []
 
@@ -449,7 +449,7 @@ def test_r2m_state_is_asked_on_the_first_pairs_of_each_kind(tmp_path, checkpoint
     from judge_server import JudgeServer, state
 
     from persistbench.backends import BackendOptions, JudgeOptions
-    from persistbench.metrics.pair_video import PairVideo
+    from persistbench.suites.r2m.pair_video import PairVideo
 
     monkeypatch.setenv("PERSISTBENCH_CACHE", str(tmp_path / "cache"))
     frames = {i: np.full((24, 32, 3), 40 * i, np.uint8) for i in range(4)}

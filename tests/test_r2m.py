@@ -12,10 +12,10 @@ import pytest
 from click.testing import CliRunner
 
 from persistbench.cli import main
+from persistbench.core.case import CaseRef
 from persistbench.core.errors import PersistbenchError, UsageError
 from persistbench.core.infer import InferOptions, infer
 from persistbench.core.score import ScoreOptions, score
-from persistbench.core.suite import CaseRef
 from persistbench.core.suites import detect, open_suite
 from persistbench.executors import ProcessExecutor, Selection, Shard
 from persistbench.metrics import pair as pair_metrics
@@ -213,7 +213,7 @@ def test_pair_metrics_agree_with_scikit_image():
 
 @pytest.mark.parametrize("budget", [1 << 30, 1])  # every frame kept; at most two frames kept
 def test_a_videos_ssim_shares_each_frames_part_and_gives_the_pairs_values(budget, monkeypatch):
-    from persistbench.metrics import pair_video
+    from persistbench.suites.r2m import pair_video
 
     monkeypatch.setattr(pair_video, "SSIM_CACHE_BYTES", budget)
     rng = np.random.default_rng(2)
@@ -244,7 +244,7 @@ def test_a_videos_sift_ratios_on_threads_are_the_pairs_own(threads):
     ones its two frames give alone, in the pairs' order, repeated pairs included."""
     import cv2
 
-    from persistbench.metrics import pair_video
+    from persistbench.suites.r2m import pair_video
 
     rng = np.random.default_rng(3)
     scene = cv2.GaussianBlur(rng.integers(0, 256, (120, 400, 3), dtype=np.uint8), (0, 0), 1.5)

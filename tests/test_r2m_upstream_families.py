@@ -17,9 +17,8 @@ from judge_server import JudgeServer, completion
 from persistbench.backends import BackendOptions, JudgeOptions
 from persistbench.backends.judge import BadReply
 from persistbench.core.protocol import shipped_path
-from persistbench.metrics import objects
-from persistbench.metrics.pair_video import PairVideo, StateQuestion
-from persistbench.suites.r2m import upstream_state
+from persistbench.suites.r2m import objects, upstream_state
+from persistbench.suites.r2m.pair_video import PairVideo, StateQuestion
 
 torch = pytest.importorskip("torch")
 tv = pytest.importorskip("torchvision")

@@ -90,9 +90,9 @@ def test_a_rate_limiting_host_slows_the_run_down_and_every_case_is_rebuilt(hosts
 
 
 def test_rate_limit_and_sleep_interval_reach_yt_dlp(hosts, tmp_path):
-    from persistbench.io.ytdl_job import Log, ydl_params
     from persistbench.suites.persistbench.build.recipes import load_recipes
     from persistbench.suites.persistbench.build.sources import SourceOptions, job
+    from persistbench.suites.persistbench.build.ytdl_job import Log, ydl_params
 
     root, _ = hosts
     recipe = load_recipes(root / "http" / "recipes.jsonl")[0]
@@ -147,7 +147,7 @@ def test_youtubes_refusals_through_yt_dlps_youtube_extractor(hosts, sshd_server,
 def test_doctor_says_when_yt_dlp_is_too_old():
     import datetime
 
-    from persistbench.core.doctor import yt_dlp_age
+    from persistbench.suites.persistbench.build.checks import yt_dlp_age
 
     assert yt_dlp_age("2026.10.26", datetime.date(2026, 11, 1)).ok
     old = yt_dlp_age("2026.01.02", datetime.date(2026, 11, 1))

@@ -16,19 +16,15 @@ from pathlib import Path
 
 import numpy as np
 
+from persistbench.core.case import CaseRef
 from persistbench.core.errors import PersistbenchError, UsageError
 from persistbench.core.layout import RunLayout
 from persistbench.core.runs import read_run_info
-from persistbench.core.suite import CaseRef, Suite
+from persistbench.core.suite import Suite
 from persistbench.io.images import outline
 
 MAX_FRAMES = 48
 MAX_WIDTH = 320
-QUESTIONS = {  # the suite's question, as the page asks it
-    "persistbench": "Which prediction keeps the object where and how it should be once it is off-screen?",
-    "r2m": "Which video returns to the same place when the camera comes back?",
-    "wrop": "Which continuation is physically right?",
-}
 
 
 @dataclass(frozen=True)
@@ -159,7 +155,7 @@ def open_study(paths: list[Path], question: str | None = None, reference: bool =
     """The study of ``paths`` (at least two runs of one suite on one dataset; run names unique), on the cases
     every run predicted."""
     from persistbench.core.score import dataset_of, recorded_options
-    from persistbench.core.suites import detect, open_suite
+    from persistbench.core.suites import SUITES, detect, open_suite
 
     if len(paths) < 2:
         raise UsageError("an arena compares at least two runs")
@@ -186,6 +182,6 @@ def open_study(paths: list[Path], question: str | None = None, reference: bool =
         suite_name,
         dataset,
         tuple(common[k] for k in sorted(common)),
-        question or QUESTIONS.get(suite_name, "Which prediction is better?"),
+        question or SUITES[suite_name].question,
         reference,
     )

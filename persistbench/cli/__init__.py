@@ -2,54 +2,51 @@
 
 One module per command (``cli/<command>.py``), the options they share in :mod:`.options` and the
 error table in :mod:`.errors`. Suites add commands of their own (PersistBench: ``download``,
-``pack``) through :func:`persistbench.core.suites.suite_commands`. Commands are imported when they
+``pack``) through :data:`persistbench.core.suites.SUITE_COMMANDS`. Commands are imported when they
 are run or listed, and heavy modules (numpy, cv2, torch) only inside them, so ``persistbench --help``
 starts fast.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 
 import click
 
 from persistbench import __version__
 from persistbench.cli.errors import ErrorTable
+from persistbench.core.registry import Registry
 
-COMMANDS = {  # the core's commands: name -> module:function
-    "synth": "persistbench.cli.synth:synth",
-    "infer": "persistbench.cli.infer:infer",
-    "score": "persistbench.cli.score:score",
-    "verify": "persistbench.cli.verify:verify",
-    "fetch": "persistbench.cli.fetch:fetch",
-    "report": "persistbench.cli.report:report",
-    "demo": "persistbench.cli.demo:demo",
-    "doctor": "persistbench.cli.doctor:doctor",
-    "arena": "persistbench.cli.arena:arena",
-    "suites": "persistbench.cli.suites:suites",
-}
-
-
-def _load(spec: str) -> click.Command:
-    module, name = spec.split(":")
-    return getattr(importlib.import_module(module), name)
+COMMANDS: Registry[click.Command] = Registry(  # the core's commands
+    "command",
+    {
+        "synth": "persistbench.cli.synth:synth",
+        "infer": "persistbench.cli.infer:infer",
+        "score": "persistbench.cli.score:score",
+        "verify": "persistbench.cli.verify:verify",
+        "fetch": "persistbench.cli.fetch:fetch",
+        "report": "persistbench.cli.report:report",
+        "demo": "persistbench.cli.demo:demo",
+        "doctor": "persistbench.cli.doctor:doctor",
+        "arena": "persistbench.cli.arena:arena",
+        "suites": "persistbench.cli.suites:suites",
+    },
+)
 
 
 class Main(ErrorTable):
     """The core's commands and every registered suite's, found by name when needed."""
 
-    def _table(self) -> dict[str, str]:
-        from persistbench.core.suites import suite_commands
+    def _table(self) -> list[Registry[click.Command]]:
+        from persistbench.core.suites import SUITE_COMMANDS
 
-        return {**COMMANDS, **suite_commands()}
+        return [COMMANDS, SUITE_COMMANDS]
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(self._table())
+        return sorted({name for table in self._table() for name in table})
 
     def find(self, name: str) -> click.Command | None:
-        spec = self._table().get(name)
-        return None if spec is None else _load(spec)
+        return next((table[name] for table in self._table() if name in table), None)
 
 
 @click.group(cls=Main, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

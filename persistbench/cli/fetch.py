@@ -24,7 +24,7 @@ from persistbench.cli.options import (
 @click.option(
     "--repo",
     default=None,
-    help="Hugging Face dataset repository (default: persistbench-neurips26/PersistBench, GD-ML/R2MBench).",
+    help="Hugging Face dataset repository (default: the suite's own).",
 )
 @click.option("--revision", default=None, help="Branch, tag or commit; resolved to a commit and recorded.")
 @click.option(
@@ -32,10 +32,10 @@ from persistbench.cli.options import (
     "from_dir",
     default=None,
     callback=_dataset_root,
-    help="Take the files from a local copy of the distribution instead (WROP: a folder or an http(s):// URL).",
+    help="Take the files from a local copy of the distribution instead (a folder; an http(s):// URL where the suite reads remote data).",
 )
 @click.option("--include", type=click.Choice(["samples", "all"]), default="all", show_default=True)
-@suite_name_option("persistbench")
+@suite_name_option("the first registered suite")
 @SUITE_OPTION
 @executor_options
 @shard_option("Fetch every N-th file from the K-th; then --aggregate-only.")
@@ -72,16 +72,16 @@ def fetch(
     from pathlib import Path
 
     from persistbench.core.outputs import check_output, dataset_of
-    from persistbench.core.suites import suite_class
+    from persistbench.core.suites import SUITES
     from persistbench.io.files import check_writable
 
     if from_dir and (repo or revision):
         raise click.UsageError("--from takes the files from a directory; --repo/--revision name a Hub repository")
-    name = suite or "persistbench"
+    name = suite or next(iter(SUITES))
     options = suite_options(ctx, name, "fetch", suite_option)
     check_output(output, inputs=[("distribution", from_dir)], accepts=(dataset_of(name),))
     check_writable(output)
-    cls = suite_class(name)
+    cls = SUITES[name]
     if isinstance(from_dir, str) and not cls.remote:
         raise click.UsageError(f"--from {from_dir}: --suite {cls.name} fetches from a folder, not a URL")
     with executor.build() as ex:

@@ -31,7 +31,7 @@ LIMIT = click.option(
 
 
 SUBSET = click.option(
-    "--subset", default=None, help="Only this subset (PersistBench: dynamic, static; R2M-Bench: the trajectory)."
+    "--subset", default=None, help="Only this subset of the cases (`persistbench suites` lists each suite's)."
 )
 
 
@@ -73,7 +73,8 @@ def json_file_option(name: str, dest: str, help: str):
 
 
 def dataset_option(
-    required: bool = True, help: str = "Dataset root (WROP: a folder, http(s):// URL or hf://datasets/<repo>[@rev])."
+    required: bool = True,
+    help: str = "Dataset root: a folder, or a URL (http(s)://, hf://datasets/<repo>[@rev]) for a suite that reads remote data.",
 ):
     # click ignores required=True when default=None is passed explicitly: pass no default at all.
     return click.option("--dataset", required=required, callback=_dataset_root, help=help)
@@ -310,9 +311,9 @@ SUITE_OPTION = click.option(
 
 def declared_suite_flags(command: str) -> set[str]:
     """Every ``--name`` a registered suite declares for ``command``."""
-    from persistbench.core.suites import suite_class, suites
+    from persistbench.core.suites import SUITES
 
-    return {o.flag for name in suites() for o in suite_class(name).option_specs if command in o.commands}
+    return {o.flag for name in SUITES for o in SUITES[name].option_specs if command in o.commands}
 
 
 class SuiteCommand(click.Command):
@@ -352,7 +353,7 @@ def suite_options(ctx: click.Context, suite: str, command: str, given: tuple[str
     """The options of ``suite`` for ``command`` from the set-aside ``--name VALUE`` tokens and the ``-S``
     values ``given``, converted by the suite's declarations; a usage error for anything it does not take."""
     from persistbench.core.options import parse
-    from persistbench.core.suites import suite_class
+    from persistbench.core.suites import SUITES
 
     pairs = list(ctx.meta.get("suite_args", []))
     for item in given:
@@ -360,7 +361,7 @@ def suite_options(ctx: click.Context, suite: str, command: str, given: tuple[str
         if not eq or not key:
             raise UsageError(f"-S {item}: expected KEY=VALUE")
         pairs.append((key, value))
-    return parse(suite_class(suite).option_specs, suite, command, pairs)
+    return parse(SUITES[suite].option_specs, suite, command, pairs)
 
 
 def report_skipped(skipped: dict[str, str], shown: int = 5) -> None:

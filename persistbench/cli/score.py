@@ -31,7 +31,7 @@ from persistbench.core.options import Size
 @click.option(
     "--protocol",
     default=None,
-    help="Protocol name or JSON file (default: the suite's: classic-v1, r2m-v2, wrop-cont-v1).",
+    help="Protocol name or JSON file (default: the suite's first; `persistbench suites` lists them).",
 )
 @click.option(
     "--metrics",

@@ -9,13 +9,13 @@ import click
 def suites() -> None:
     """List every registered suite (built-in, or from the entry point group persistbench.suites): its
     protocols (the first is the default) and the options each command takes (--NAME VALUE or -S NAME=VALUE)."""
-    from persistbench.core.suites import suite_class
-    from persistbench.core.suites import suites as registered
+    from persistbench.core.suites import SUITES
 
-    for name, spec in registered().items():
-        cls = suite_class(name)
+    for name, spec in SUITES.entries().items():
+        cls = SUITES[name]
         click.echo(f"{name}: {cls.title} ({spec})")
         click.echo(f"  protocols: {', '.join(cls.protocols)}")
+        click.echo(f"  subsets: {', '.join(cls.subsets)}")
         for option in cls.option_specs:
             what = f"{option.flag} {option.metavar}"
             click.echo(f"  {what:24s} {', '.join(option.commands)}: {option.help}")

@@ -22,7 +22,7 @@ from persistbench.cli.options import (
     "config_file",
     "JSON of the suite's synth configuration (e.g. configs/sample.json); options given here override it.",
 )
-@suite_name_option("persistbench")
+@suite_name_option("the first registered suite")
 @SUITE_OPTION
 @NO_PROGRESS
 @click.pass_context
@@ -42,9 +42,9 @@ def synth(ctx: click.Context, output, config_file, suite, suite_option, no_progr
     from pathlib import Path
 
     from persistbench.core.outputs import SYNTHETIC, check_output
-    from persistbench.core.suites import suite_class
+    from persistbench.core.suites import SUITES
 
-    name = suite or "persistbench"
+    name = suite or next(iter(SUITES))
     given = suite_options(ctx, name, "synth", suite_option)
     check_output(output, accepts=(SYNTHETIC,))
-    click.echo(suite_class(name).synthesize(Path(output), config_file, given, progress=not no_progress))
+    click.echo(SUITES[name].synthesize(Path(output), config_file, given, progress=not no_progress))

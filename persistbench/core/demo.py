@@ -1,7 +1,8 @@
 """``persistbench demo``: every suite's whole chain, offline, on data made on the spot.
 
-Each suite that has a demo (a ``demo`` module beside its suite class, ``suites/<name>/demo.py``, whose
-``run(out, executor, progress, step)`` returns a :class:`DemoResult`) runs it in turn on one pool of workers: the first registered suite into the output directory itself,
+Each suite that has a demo (:meth:`persistbench.core.suite.Suite.demo` returns a
+:class:`~persistbench.core.suite.DemoResult`) runs it in turn on one pool of workers: the first registered suite
+into the output directory itself,
 the others into ``<output>/<name>/``; each writes its report and prints its table. Servers a demo
 starts are stopped before it returns, whatever happens.
 """
@@ -10,20 +11,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from persistbench.core.errors import PersistbenchError
 from persistbench.executors import RunResult
-
-
-@dataclass(frozen=True)
-class DemoResult:
-    """What one suite's demo made: its report, the summary of each run, and the table it prints."""
-
-    report: Path
-    summaries: dict[str, dict]
-    table: str
 
 
 def demo(
@@ -31,7 +22,7 @@ def demo(
 ) -> dict:
     """Run every suite's demo into ``out`` (new or empty); returns ``{"report", "summaries"}`` of the first
     suite and ``{"<name>_report", "<name>_summaries"}`` of each other."""
-    from persistbench.core.suites import suite_class, suites
+    from persistbench.core.suites import SUITES
     from persistbench.executors import ExecutorOptions
 
     out = Path(out)
@@ -45,11 +36,13 @@ def demo(
     def step(text: str) -> None:
         echo(f"[{time.perf_counter() - start:6.1f} s] {text}")
 
-    demos = {n: suite_class(n).companion("demo") for n in suites()}
     made: dict = {}
     with ExecutorOptions(workers=workers).build() as ex:  # one pool of workers for every stage
-        for i, (name, module) in enumerate((n, m) for n, m in demos.items() if m is not None):
-            result = module.run(out if i == 0 else out / name, ex, progress, step)
+        for name in SUITES:
+            i = len(made) // 2
+            result = SUITES[name].demo(out if i == 0 else out / name, ex, progress, step)
+            if result is None:
+                continue
             echo(result.table)
             prefix = "" if i == 0 else f"{name}_"
             made[f"{prefix}report"], made[f"{prefix}summaries"] = result.report, result.summaries

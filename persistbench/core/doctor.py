@@ -10,40 +10,19 @@ question) with the time it took, each within the judge's timeout.
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
+
+from persistbench.core.checks import Check, installed_version
 
 COMMANDS = ("download", "infer", "score", "pack", "fetch", "synth", "report", "demo", "arena")
 
 
-@dataclass(frozen=True)
-class Check:
-    name: str
-    ok: bool
-    detail: str  # what was found, or why it is missing
-    fix: str = ""
-    needed_for: frozenset[str] = field(default_factory=frozenset)  # empty: optional
-    used_by: frozenset[str] = field(default_factory=frozenset)  # optional, but of use to these commands
-
-    def concerns(self, wanted: str) -> bool:
-        """Whether ``doctor --for wanted`` shows it (``all``: every check)."""
-        return wanted == "all" or wanted in self.needed_for | self.used_by
-
-
-def _version(dist: str) -> str | None:
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
 def _package(dist: str, needed_for: set[str], fix: str, used_by: set[str] = frozenset()) -> Check:
-    v = _version(dist)
+    v = installed_version(dist)
     return Check(dist, v is not None, v or "not installed", "" if v else fix, frozenset(needed_for), frozenset(used_by))
 
 
@@ -55,7 +34,7 @@ def _importable(module: str, needed_for: set[str], fix: str) -> Check:
         importlib.import_module(module)
     except ImportError as e:
         return Check(module, False, f"does not import ({e})", fix, frozenset(needed_for))
-    return Check(module, True, _version(module) or "imports", "", frozenset(needed_for))
+    return Check(module, True, installed_version(module) or "imports", "", frozenset(needed_for))
 
 
 def _ffmpeg() -> Check:
@@ -69,91 +48,6 @@ def _ffmpeg() -> Check:
     except (OSError, RuntimeError, subprocess.SubprocessError) as e:
         return Check("ffmpeg", False, str(e).splitlines()[0] if str(e) else type(e).__name__, fix, needed)
     return Check("ffmpeg", True, f"{out.split(' Copyright')[0].strip()} ({exe})", "", needed)
-
-
-def _js_runtime() -> Check:
-    """deno or Node.js >= 22 for yt-dlp's YouTube extraction; a node that is too old is named with its version."""
-    import shutil
-
-    from persistbench.io.ytdl_job import MIN_NODE, js_runtime, node_version
-
-    name, used = "JavaScript runtime (YouTube)", frozenset({"download"})
-    found = js_runtime()
-    if found:
-        return Check(name, True, f"{found[0]} at {found[1]}", used_by=used)
-    fix = f"pip install deno (into this environment), or Node.js >= {MIN_NODE}; only YouTube sources need it"
-    node = shutil.which("node")
-    if node:
-        version = node_version(node) or "unknown version"
-        return Check(
-            name, False, f"node {version} at {node}, older than the {MIN_NODE} yt-dlp needs", fix, used_by=used
-        )
-    return Check(name, False, "neither deno nor node on PATH", fix, used_by=used)
-
-
-def gcloud_check(exe: str = "gcloud") -> Check:
-    """An optional check of the Google Cloud CLI for ``download --backend gcloud``: there, signed in, a project."""
-    import shutil
-
-    from persistbench.core.errors import PersistbenchError
-    from persistbench.io.gcloud_cli import Gcloud, signed_in, version
-
-    name = "gcloud (download --backend gcloud)"
-    if shutil.which(exe) is None:
-        return Check(
-            name,
-            False,
-            "not on PATH",
-            "only --backend gcloud needs it: https://cloud.google.com/sdk/docs/install",
-            used_by=DOWNLOAD,
-        )
-    cli = Gcloud(exe)
-    try:
-        found, account = version(cli), signed_in(cli)
-        project = cli.value("config", "get-value", "project")
-    except PersistbenchError as e:
-        return Check(name, False, str(e), "check `gcloud info`", used_by=DOWNLOAD)
-    if account is None:
-        return Check(name, False, f"{found}, nobody signed in", "gcloud auth login", used_by=DOWNLOAD)
-    if not project:
-        return Check(
-            name,
-            False,
-            f"{found}, signed in as {account}, no project",
-            "gcloud config set project ID",
-            used_by=DOWNLOAD,
-        )
-    return Check(name, True, f"{found}, signed in as {account}, project {project}", used_by=DOWNLOAD)
-
-
-YT_DLP_MAX_AGE_DAYS = 60  # YouTube changes what yt-dlp must do often; older releases stop working
-
-
-def yt_dlp_age(version: str | None, today=None) -> Check:
-    """An optional check that the installed yt-dlp (versions are release dates, ``YYYY.MM.DD``) is recent."""
-    import datetime
-
-    today = today or datetime.date.today()
-    try:
-        y, m, d = (int(x) for x in (version or "").split(".")[:3])
-        released = datetime.date(y, m, d)
-    except ValueError:
-        return Check(
-            "yt-dlp release date",
-            False,
-            f"version {version!r} names no date",
-            "pip install -U yt-dlp",
-            used_by=DOWNLOAD,
-        )
-    age = (today - released).days
-    fresh = age <= YT_DLP_MAX_AGE_DAYS
-    return Check(
-        "yt-dlp release date",
-        fresh,
-        f"{released.isoformat()}, {age} days old",
-        "" if fresh else "YouTube breaks yt-dlp releases older than a few weeks: pip install -U yt-dlp",
-        used_by=DOWNLOAD,
-    )
 
 
 def _lpips(weights: str | None) -> list[Check]:
@@ -280,6 +174,8 @@ def run_checks(
 ) -> list[Check]:
     """Every check, in a fixed order; ``judge`` (a :class:`~persistbench.backends.JudgeOptions`) adds its
     endpoint's."""
+    from persistbench.core.suites import SUITES
+
     py = sys.version_info
     checks = [
         Check(
@@ -301,9 +197,7 @@ def run_checks(
     }
     checks += [_package(d, needed, "pip install -e .") for d, needed in core.items()]
     checks.append(_ffmpeg())
-    checks.append(yt_dlp_age(_version("yt-dlp")))
-    checks.append(_js_runtime())
-    checks.append(gcloud_check())
+    checks += [c for name in SUITES for c in SUITES[name].checks()]
     checks += _lpips(lpips_weights)
     checks.append(_package("matplotlib", {"report", "demo"}, 'pip install -e ".[report]"'))
     checks += [_importable(d, {"arena"}, 'pip install -e ".[arena]"') for d in ("starlette", "uvicorn")]

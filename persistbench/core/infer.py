@@ -19,11 +19,12 @@ from pathlib import Path
 import numpy as np
 
 from persistbench import __version__
+from persistbench.core.case import CaseRef, Request
 from persistbench.core.errors import PersistbenchError, UsageError, foreign
 from persistbench.core.layout import STATE_DIR, RunLayout
 from persistbench.core.outputs import RUN, check_output
 from persistbench.core.runs import RunRecord, complete_record, read_run_info, stale_cases
-from persistbench.core.suite import CaseRef, Request, Suite
+from persistbench.core.suite import Suite
 from persistbench.core.suites import open_suite
 from persistbench.core.timing import phase
 from persistbench.executors import Executor, Job, RunResult, Selection, SerialExecutor

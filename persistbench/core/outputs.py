@@ -29,7 +29,7 @@ def dataset_of(suite: str) -> str:
 def recognise(folder: str | Path) -> str | None:
     """What ``folder`` holds, in words (:data:`RUN`, :data:`STUDY`, :data:`SYNTHETIC`, ``a <suite> dataset``);
     None when it is missing, empty or holds nothing this toolkit recognises."""
-    from persistbench.core.suites import suite_class, suites
+    from persistbench.core.suites import SUITES
 
     folder = Path(folder)
     if not folder.is_dir() or not any(folder.iterdir()):
@@ -41,8 +41,8 @@ def recognise(folder: str | Path) -> str | None:
         return STUDY
     if os.path.lexists(folder / SYNTH_RECORD):
         return SYNTHETIC
-    for name in suites():
-        if suite_class(name).detect(folder):
+    for name in SUITES:
+        if SUITES[name].detect(folder):
             return dataset_of(name)
     return None
 

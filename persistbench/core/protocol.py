@@ -1,11 +1,15 @@
-"""Scoring protocols: JSON files that are the single source of every scoring parameter.
+"""Scoring protocols and their scorers.
 
-A protocol is shipped (``persistbench/data/protocols/<name>.json``, linked from ``configs/``) or a
-file the user passes; either way it is untrusted JSON, checked against the schema of its scorer
-(:attr:`persistbench.core.scorer.Scorer.schema`): every field is declared there, a number with its
-bounds or the values it may take, and each one acts on the scores. The scorer is chosen here and
-only here (:func:`choose_scorer`): a shipped protocol's name names it; any other file gets the
-suite's scorer whose schema its fields match best. A protocol whose content differs from the
+A protocol is a JSON file, the single source of every scoring parameter: shipped (a suite's
+``protocol_dir``, ``persistbench/data/protocols/<name>.json`` for the built-ins, linked from
+``configs/``) or a file the user passes; either way it is untrusted JSON, checked against the schema
+of its :class:`Scorer` (:mod:`persistbench.core.schema`): every field is declared there, and each one
+acts on the scores. A suite maps its shipped protocols to scorers
+(:attr:`persistbench.core.suite.Suite.scorers`); the scorer is chosen here and only here
+(:func:`choose_scorer`): a shipped protocol's name names it, any other file gets the suite's scorer
+whose schema its fields match best. The protocol carries it (:attr:`Protocol.scorer`): ``score`` and
+``report`` ask it and never branch on a protocol; the scores header records the suite's and the
+scorer's names, which is how ``report`` finds them again. A protocol whose content differs from the
 shipped one of its name scores into ``scores/<name>-<sha256[:8]>/``.
 """
 
@@ -13,23 +17,24 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
-from collections.abc import Callable, Iterator
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
 
 from persistbench.core.errors import PersistbenchError
+from persistbench.core.schema import Check, problems
 from persistbench.io.files import read_json
-from persistbench.io.limits import MAX_PIXELS, MAX_SIDE
 from persistbench.io.names import name_problem
 from persistbench.metrics.registry import METRICS
 
 if TYPE_CHECKING:
-    from persistbench.core.scorer import Scorer
+    from persistbench.core.case import CaseRef, Prediction, ScoreContext
+    from persistbench.core.markup import Markup
 
-Check = Callable[[object], str | None]  # a field's problem, or None
+S = TypeVar("S")  # the suite a scorer scores
 
 
 @dataclass(frozen=True)
@@ -46,8 +51,8 @@ class Protocol:
         return tuple(self.config["metrics"])
 
     @property
-    def extras(self) -> tuple[str, ...]:
-        """What it scores only when asked (``--metrics``): the protocol's ``extras``, where its suite has them."""
+    def on_request(self) -> tuple[str, ...]:
+        """What it scores only when asked (``--metrics``): the protocol's ``extras`` field, where its scorer has one."""
         return tuple(self.config.get("extras", ()))
 
     def params(self, metric: str) -> dict:
@@ -56,145 +61,64 @@ class Protocol:
         return dict(self.config.get(section, {})) if section else {}
 
 
-# ---------------------------------------------------------------- schema building blocks
+class Scorer(ABC, Generic[S]):
+    """One protocol family's scoring, of the suite ``S`` (a scorer's methods get the suite instance whose cases
+    they score). ``name`` is recorded in every aggregate file's header. Scorers are stateless: one instance serves
+    every case, in any process."""
 
+    name: ClassVar[str]
+    schema: ClassVar[dict[str, Check]]  # every protocol field and its check (``name`` is checked for all)
 
-def number(lo: float, hi: float, integer: bool = False, odd: bool = False) -> Check:
-    def check(v: object) -> str | None:
-        kinds = (int,) if integer else (int, float)
-        if isinstance(v, bool) or not isinstance(v, kinds) or not lo <= v <= hi or (odd and v % 2 == 0):
-            return f"must be {'an odd ' if odd else 'an ' if integer else 'a '}{'integer' if integer else 'number'} in [{lo}, {hi}]"
+    def config_problems(self, config: dict) -> list[str]:
+        """What is wrong with a protocol's content across fields, once every field passed :attr:`schema`."""
+        return []
+
+    def backends_needed(self, protocol: Protocol, wanted: tuple[str, ...]) -> list[str]:
+        """The model backends (:data:`persistbench.backends.BACKENDS`) scoring ``wanted`` loads."""
+        return []
+
+    @abstractmethod
+    def score_case(self, suite: S, case: CaseRef, pred: Prediction, protocol: Protocol, ctx: ScoreContext) -> dict:
+        """The per-case scores record of ``case`` (JSON form documented in docs/data-format.md)."""
+
+    def scored_metrics(self, record: dict) -> set[str]:
+        """The metrics a per-case record holds (``--resume`` keeps a record that holds all those asked for)."""
+        values = record.get("metrics")
+        return set(values) if isinstance(values, dict) else set()
+
+    @abstractmethod
+    def merge(self, new: dict, old: dict) -> dict:
+        """``new`` plus the metrics ``old`` (an earlier scoring of the same prediction and protocol) has and it lacks."""
+
+    @abstractmethod
+    def summarise(self, suite: S, results: list[dict], protocol: Protocol, ctx: ScoreContext) -> tuple[dict, dict]:
+        """``(header fields, body)``: the scorer's additions to every aggregate file's header, and the body of
+        ``summary.json``, from the per-case records."""
+
+    @abstractmethod
+    def tables(self, summary: dict) -> tuple[list[str], dict[str, str]]:
+        """``(summary.md table lines, leaderboard.csv columns)`` of a summary."""
+
+    def write_files(self, summary: dict, results: list[dict], scores_dir: Path) -> None:
+        """Files of the scorer's own beside the aggregates of a scoring (R2M-Bench: upstream's result layout);
+        ``summary`` is ``summary.json``'s content, header included."""
+
+    def report_steps(self, runs: list[dict]) -> int:
+        """How many slow steps :meth:`report_sections` reports through ``advance`` (the progress bar's total)."""
+        return 0
+
+    @abstractmethod
+    def report_sections(
+        self, runs: list[dict], advance: Callable[[int], object]
+    ) -> tuple[str, list[Markup], list[Markup]]:
+        """``(a note on what the numbers mean, leaderboard HTML parts, figure HTML parts)`` for scored runs
+        (each ``{"name", "path", "summary", "results", "info", "layout"}``)."""
+
+    def foreign_results(self, suite: type[S], path: Path) -> list[dict] | None:
+        """Another toolkit's result files at ``path`` read as scored runs for ``report`` (each ``{"name", "path",
+        "summary", "results", "info", "layout"}``, summarised by this scorer), or None when ``path`` holds none
+        it reads (R2M-Bench: upstream's result layout)."""
         return None
-
-    return check
-
-
-def interval(lo: float, hi: float) -> Check:
-    """``[low, high]`` with ``lo <= low <= high <= hi``."""
-
-    def check(v: object) -> str | None:
-        nums = (
-            isinstance(v, list)
-            and len(v) == 2
-            and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)
-        )
-        return None if nums and lo <= v[0] <= v[1] <= hi else f"must be [low, high] within [{lo}, {hi}]"
-
-    return check
-
-
-def one_of(*values: object) -> Check:
-    def check(v: object) -> str | None:
-        return None if v in values and type(v) in {type(x) for x in values} else f"must be one of {list(values)}"
-
-    return check
-
-
-def statement(text: str) -> Check:
-    """A field that states in words a rule the scorer's code implements (how it aggregates, what it scores): the
-    protocol file documents the rule, the code does not read it, so it must read exactly ``text``."""
-
-    def check(v: object) -> str | None:
-        return None if v == text else f"must read exactly {text!r} (it states the scorer's rule, which is code)"
-
-    return check
-
-
-def size_hw(v: object) -> str | None:
-    """A frame size ``[height, width]``: sides in [16, 8192], at most 4K UHD in pixels, aspect at most 8."""
-    ok = isinstance(v, list) and len(v) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
-    if not ok or not all(16 <= x <= MAX_SIDE for x in v):
-        return f"must be [height, width], integers in [16, {MAX_SIDE}]"
-    if v[0] * v[1] > MAX_PIXELS or max(v) > 8 * min(v):
-        return f"must hold at most {MAX_PIXELS} pixels (4K UHD), with sides at most 8 times apart"
-    return None
-
-
-def text(shortest: int, longest: int) -> Check:
-    """A string of ``shortest`` to ``longest`` characters, printable (no control characters)."""
-
-    def check(v: object) -> str | None:
-        ok = isinstance(v, str) and shortest <= len(v) <= longest and v.isprintable()
-        return None if ok else f"must be a printable string of {shortest} to {longest} characters"
-
-    return check
-
-
-def sha256_hex(v: object) -> str | None:
-    """A sha256 digest: 64 lowercase hexadecimal digits."""
-    return None if isinstance(v, str) and re.fullmatch(r"[0-9a-f]{64}", v) else "must be a sha256 (64 hex digits)"
-
-
-def section(fields: dict[str, Check]) -> Check:
-    """A JSON object with exactly ``fields``."""
-
-    def check(v: object) -> str | None:
-        if not isinstance(v, dict):
-            return "must be a JSON object"
-        for key in sorted(set(v) ^ set(fields)):
-            return f"{key}: {'unknown field' if key in v else 'missing'}"
-        for key, field_check in fields.items():
-            problem = field_check(v[key])
-            if problem:
-                return f"{key}: {problem}"
-        return None
-
-    return check
-
-
-def optional(check: Check) -> Check:
-    """``null``, or a value ``check`` accepts."""
-
-    def inner(v: object) -> str | None:
-        return (
-            None
-            if v is None
-            else (None if check(v) is None else f"must be null or {check(v).removeprefix('must be ')}")
-        )
-
-    return inner
-
-
-def name_list(v: object) -> str | None:
-    """A list of names or glob patterns (letters, digits, ``_ - . * ? [ ]``)."""
-    ok = isinstance(v, list) and all(isinstance(x, str) and re.fullmatch(r"[A-Za-z0-9_.*?\[\]-]{1,200}", x) for x in v)
-    return None if ok else "must be a list of names or glob patterns"
-
-
-# The frame metrics' sections, shared by the suites that score frames against a reference.
-PSNR_SECTION = section({"data_range": one_of(1.0), "cap_db": number(1.0, 1000.0)})
-SSIM_SECTION = section(
-    {
-        "sigma": number(0.1, 10.0),
-        "window": number(3, 51, integer=True, odd=True),
-        "k1": number(1e-6, 1.0),
-        "k2": number(1e-6, 1.0),
-        "covariance": one_of("population", "sample"),
-    }
-)
-LPIPS_SECTION = section(
-    {
-        "net": one_of("alex"),
-        "version": one_of("0.1"),
-        "inputs": one_of("[-1, 1]"),
-        "reduce": one_of("mask mean of the spatial map"),
-    }
-)
-
-
-def metric_list(allowed: tuple[str, ...], empty: bool = False) -> Check:
-    """A list of metric names among ``allowed``, none twice; non-empty unless ``empty``."""
-
-    def check(v: object) -> str | None:
-        if not (isinstance(v, list) and (v or empty) and all(isinstance(m, str) for m in v)):
-            return f"must be a {'' if empty else 'non-empty '}list of metric names"
-        unknown = sorted(set(v) - set(allowed))
-        if unknown:
-            return f"unknown {unknown}; known: {', '.join(allowed)}"
-        twice = sorted({m for m in v if v.count(m) > 1})
-        return f"{', '.join(twice)} listed twice" if twice else None
-
-    return check
 
 
 # ---------------------------------------------------------------- loading
@@ -204,34 +128,16 @@ def _canonical_sha256(config: dict) -> str:
     return hashlib.sha256(json.dumps(config, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-SHIPPED = Path(str(resources.files("persistbench") / "data" / "protocols"))  # the built-in suites' protocols
+SHIPPED = Path(
+    str(resources.files(__name__.partition(".")[0]) / "data" / "protocols")
+)  # the built-in suites' protocols
 
 
 def shipped_path(name: str, directory: Path = SHIPPED) -> Path:
     return directory / f"{name}.json"
 
 
-def problems(config: object, schema: dict[str, Check]) -> Iterator[str]:
-    """What is wrong with a protocol file's content against ``schema`` (field -> check)."""
-    if not isinstance(config, dict):
-        yield "must be a JSON object"
-        return
-    problem = name_problem(config.get("name"))
-    if problem:
-        yield f"name: {problem}"
-    for key in sorted(set(config) - set(schema) - {"name"}):
-        yield f"{key}: unknown field"
-    for key, check in schema.items():
-        if key not in config:
-            if check(None) is not None:  # a field that may be null may also be left out
-                yield f"{key}: missing"
-            continue
-        problem = check(config[key])
-        if problem:
-            yield f"{key}: {problem}"
-
-
-def choose_scorer(config: object, scorers: dict[str, Scorer]) -> Scorer:
+def choose_scorer(config: object, scorers: Mapping[str, Scorer]) -> Scorer:
     """The scorer of a protocol's content: the one of its shipped name, else the one whose schema shares the
     most fields with it (fewest unknown ones breaking a tie; then the first)."""
     if isinstance(config, dict) and isinstance(config.get("name"), str) and config["name"] in scorers:
@@ -242,7 +148,7 @@ def choose_scorer(config: object, scorers: dict[str, Scorer]) -> Scorer:
 
 
 def load_protocol(
-    spec: str, scorers: dict[str, Scorer], overrides: dict | None = None, directory: Path = SHIPPED
+    spec: str, scorers: Mapping[str, Scorer], overrides: dict | None = None, directory: Path = SHIPPED
 ) -> Protocol:
     """A protocol by shipped name (a file ``<name>.json`` in ``directory``) or JSON path, its scorer chosen from
     ``scorers`` (shipped protocol name -> scorer: the suite's) and its content checked against that scorer's

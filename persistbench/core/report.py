@@ -47,15 +47,16 @@ def _load_run(path: Path, protocol: str | None) -> dict:
 
 def _load(path: Path, protocol: str | None) -> list[dict]:
     """The scored run at ``path``, or the runs a suite reads from another toolkit's result files there."""
-    from persistbench.core.suites import suite_class, suites
+    from persistbench.core.suites import SUITES
 
     if path.parent.name == "scores" and (path / "summary.json").is_file():  # RUN/scores/<protocol> given
         return [_load_run(path.parent.parent, protocol or path.name)]
     if not (path / "scores").is_dir():
-        for name in suites():
-            found = suite_class(name).foreign_results(path)
-            if found is not None:
-                return found
+        for name in SUITES:
+            for scorer in dict.fromkeys(SUITES[name].scorers.values()):
+                found = scorer.foreign_results(SUITES[name], path)
+                if found is not None:
+                    return found
     return [_load_run(path, protocol)]
 
 
@@ -97,7 +98,7 @@ def name_runs(runs: list[dict]) -> list[dict]:
 
 def _scorer_of(runs: list[dict]):
     """``(suite class, scorer)`` that wrote the runs' summaries, from their headers; one pair for all."""
-    from persistbench.core.suites import suite_class
+    from persistbench.core.suites import SUITES
 
     found = {(r["summary"].get("suite"), r["summary"].get("scorer")) for r in runs}
     if len(found) != 1:
@@ -109,7 +110,7 @@ def _scorer_of(runs: list[dict]):
     if not (isinstance(suite, str) and isinstance(scorer, str)):
         names = ", ".join(r["name"] for r in runs)
         raise PersistbenchError(f"report: {names}: summary.json names no suite and scorer; score the runs again")
-    cls = suite_class(suite)
+    cls = SUITES[suite]
     chosen = next((s for s in cls.scorers.values() if s.name == scorer), None)
     if chosen is None:
         raise PersistbenchError(f"report: suite {suite} has no scorer {scorer!r}")

@@ -18,14 +18,15 @@ from pathlib import Path
 
 from persistbench import __version__
 from persistbench.backends import BackendOptions, BackendUnavailable, check_backend, load
+from persistbench.core.case import CaseRef, ScoreContext
 from persistbench.core.errors import PersistbenchError, UsageError
 from persistbench.core.layout import RunLayout
 from persistbench.core.options import recorded
 from persistbench.core.outputs import RUN, check_output, recognise
 from persistbench.core.protocol import Protocol
 from persistbench.core.runs import read_run_info, stale_cases
-from persistbench.core.suite import CaseRef, ScoreContext, Suite
-from persistbench.core.suites import detect, open_suite, suite_class
+from persistbench.core.suite import Suite
+from persistbench.core.suites import SUITES, detect, open_suite
 from persistbench.core.timing import phase
 from persistbench.executors import Executor, Job, RunResult, Selection, SerialExecutor, Shard
 from persistbench.io.files import check_writable, read_json, write_json, write_text
@@ -55,7 +56,7 @@ def wanted_metrics(protocol: Protocol, names: tuple[str, ...] | None) -> tuple[s
     """The metrics to compute: ``names`` (checked against what the protocol can score) or the protocol's."""
     if names is None:
         return protocol.metrics
-    allowed = [m for m in METRICS if m in protocol.metrics or m in protocol.extras]
+    allowed = [m for m in METRICS if m in protocol.metrics or m in protocol.on_request]
     if not names:
         raise UsageError(f"--metrics: no metric named; choose from {','.join(allowed)}")
     unknown = sorted(set(names) - set(allowed))
@@ -69,14 +70,14 @@ def wanted_metrics(protocol: Protocol, names: tuple[str, ...] | None) -> tuple[s
 @functools.lru_cache(maxsize=4)
 def unavailable_metrics(wanted: tuple[str, ...], backends: BackendOptions) -> dict[str, str]:
     """Metric of ``wanted`` -> why it cannot be computed here: a backend it always needs
-    (:attr:`~persistbench.metrics.registry.MetricSpec.optional_backends`) does not load (loaded once per process)."""
+    (:attr:`~persistbench.metrics.registry.MetricSpec.backend`) does not load (loaded once per process)."""
     out = {}
     for m in wanted:
-        for name in METRICS[m].optional_backends:
+        if METRICS[m].backend:
             try:
-                load(name, backends)
+                load(METRICS[m].backend, backends)
             except BackendUnavailable as e:
-                out.setdefault(m, str(e))
+                out[m] = str(e)
     return out
 
 
@@ -117,7 +118,7 @@ def _up_to_date(suite: Suite, run: RunLayout, protocol: Protocol, wanted, run_in
     if pred is None or old.get("protocol_sha256") != protocol.sha256 or old.get("prediction_sha256") != pred.digest:
         return False
     before = old.get("unavailable") if isinstance(old.get("unavailable"), dict) else {}
-    optional = {m for m in wanted if METRICS[m].optional_backends}
+    optional = {m for m in wanted if METRICS[m].backend}
     same = all(before.get(m) == unavailable.get(m) for m in optional)
     have = protocol.scorer.scored_metrics(old) | {m for m in optional if m in unavailable}
     return same and set(wanted) <= have
@@ -210,7 +211,7 @@ def recorded_options(run_info: dict | None, run: RunLayout, suite: str) -> dict:
     declarations of ``suite``), so that scoring opens the dataset as inference did."""
     dataset = (run_info or {}).get("dataset")
     values = dataset.get("options", {}) if isinstance(dataset, dict) else {}
-    return recorded(suite_class(suite).option_specs, values, f"{run.run_json}: dataset.options")
+    return recorded(SUITES[suite].option_specs, values, f"{run.run_json}: dataset.options")
 
 
 def score(

@@ -14,118 +14,30 @@ see docs/architecture.md.
 
 from __future__ import annotations
 
-import functools
-import hashlib
 from abc import ABC, abstractmethod
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-import numpy as np
-
-from persistbench.backends import BackendOptions
+from persistbench.core.case import CaseRef, Prediction, Request
 from persistbench.core.errors import UsageError
 from persistbench.core.options import SuiteOption
-from persistbench.core.protocol import SHIPPED, Protocol, load_protocol
-from persistbench.core.scorer import Scorer
+from persistbench.core.protocol import SHIPPED, Protocol, Scorer, load_protocol
+from persistbench.core.registry import Registry
 from persistbench.executors import Executor, RunResult, Shard
-from persistbench.io.files import sha256_file
-from persistbench.metrics.registry import order
+
+if TYPE_CHECKING:
+    from persistbench.core.checks import Check
 
 
 @dataclass(frozen=True)
-class CaseRef:
-    """A case of any suite: ``subset`` groups cases (PersistBench: dynamic/static; R2M: the trajectory)."""
+class DemoResult:
+    """What one suite's demo made: its report, the summary of each run, and the table it prints."""
 
-    subset: str
-    case_id: str
-
-
-@dataclass
-class Request:
-    """What a model gets for one case and how its answer is written.
-
-    ``fields`` are the keyword arguments of the model interface's
-    :class:`~persistbench.models.base.ModelInput`: the suite builds them without importing model
-    code, and ``infer`` makes the ``ModelInput``.
-    """
-
-    fields: dict  # ModelInput's keyword arguments
-    n_frames: int  # frames the model must return
-    size: tuple[int, int]  # (h, w) of each returned frame
-    record: dict  # written to the case's case.json beside the frames
-    ground_truth: tuple[np.ndarray, np.ndarray] | None = None  # (frames, masks) for oracle models only
-    video_fps: float | None = None  # write the frames as a lossless gen.mp4 at this rate, not as PNG files
-
-
-@dataclass(frozen=True)
-class Prediction:
-    """A run's prediction of one case, as the suite found it (suites subclass it with what they need to score it)."""
-
-    files: tuple[Path, ...]  # frame images, or one video
-    record: Path | None  # a record that lists every file's sha256 (its hash identifies the prediction)
-
-    @functools.cached_property
-    def digest(self) -> str:
-        """Identity of the prediction's files, recorded in the scores (for ``--resume``); hashed on first use."""
-        if self.record is not None:
-            return sha256_file(self.record)
-        h = hashlib.sha256()
-        for f in self.files:
-            h.update(f.name.encode() + b"\0" + bytes.fromhex(sha256_file(f)))
-        return h.hexdigest()
-
-
-@dataclass
-class CaseScores:
-    """What every suite's per-case scores record holds (suites subclass it with their values); JSON: :meth:`to_json`."""
-
-    unavailable: dict[str, str]  # metric -> why it was not computed (a backend that cannot run here)
-    protocol: str
-    protocol_sha256: str
-    requested: list[str]  # the metrics asked for, in registry order
-    prediction_sha256: str  # identity of what was scored (for --resume and merging)
-
-    def to_json(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict):
-        return cls(**{f.name: data.get(f.name) for f in fields(cls)})
-
-    @staticmethod
-    def common(protocol: Protocol, wanted, unavailable: dict[str, str], prediction_sha256: str) -> dict:
-        """The fields every suite's record holds, as keyword arguments (``requested`` in registry order;
-        ``unavailable``: why each metric of ``wanted`` that was not computed was not)."""
-        return {
-            "unavailable": {m: unavailable[m] for m in order(wanted) if m in unavailable},
-            "protocol": protocol.name,
-            "protocol_sha256": protocol.sha256,
-            "requested": order(wanted),
-            "prediction_sha256": prediction_sha256,
-        }
-
-
-def keep_unavailable(new: dict, old: dict, metrics) -> list[str]:
-    """Merging a record into an earlier one: the metrics of ``metrics`` that ``old`` recorded unavailable and
-    ``new`` did not ask for, their reasons copied into ``new["unavailable"]`` (registry order); returns them."""
-    before = old.get("unavailable") or {}
-    kept = [m for m in before if m not in new["requested"] and m in metrics]
-    reasons = {**new["unavailable"], **{m: before[m] for m in kept}}
-    new["unavailable"] = {m: reasons[m] for m in order(list(reasons))}
-    return kept
-
-
-@dataclass
-class ScoreContext:
-    """What a suite's scorer may use beyond the case and its prediction (loaded once per process)."""
-
-    wanted: tuple[str, ...]  # the metrics to compute now
-    unavailable: dict[str, str] = field(default_factory=dict)  # metric of wanted -> why its backend cannot run here
-    options: dict = field(default_factory=dict)  # suite options from the command line (e.g. R2M's --pairs)
-    allow_partial: bool = False  # score what was predicted even when cases are missing (--allow-partial)
-    scores_dir: Path | None = None  # scores/<protocol>/: where a suite may keep files of its own (R2M: pairs/)
-    backends: BackendOptions = field(default_factory=BackendOptions)  # how model backends are loaded
+    report: Path
+    summaries: dict[str, dict]
+    table: str
 
 
 class Suite(ABC):
@@ -133,7 +45,9 @@ class Suite(ABC):
 
     name: ClassVar[str]
     title: ClassVar[str]
-    scorers: ClassVar[dict[str, Scorer]]  # shipped protocol name -> its scorer; the first is the default protocol
+    # shipped protocol name -> its scorer, or ``module:attr`` naming it (imported when first used); the first is
+    # the default protocol. A subclass gives a dict; it is made a Registry.
+    scorers: ClassVar[Mapping[str, Scorer | str]]
     protocols: ClassVar[tuple[str, ...]]  # the shipped protocol names (from scorers)
     protocol_dir: ClassVar[Path] = SHIPPED  # where the shipped protocols are, as <name>.json
     subsets: ClassVar[tuple[str, ...]]
@@ -142,10 +56,12 @@ class Suite(ABC):
     option_specs: ClassVar[tuple[SuiteOption, ...]] = ()  # what the suite takes on the command line, per command
     gives_cameras: ClassVar[bool] = True  # whether a request holds input and target cameras
     has_ground_truth: ClassVar[bool] = True  # whether a request can hold the target (for an oracle model)
+    question: ClassVar[str] = "Which prediction is better?"  # what the arena's page asks of two predictions
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        if "scorers" in cls.__dict__:
+        if "scorers" in cls.__dict__ and not isinstance(cls.scorers, Registry):
+            cls.scorers = Registry("protocol", cls.scorers, option="--protocol")
             cls.protocols = tuple(cls.scorers)
 
     def __init__(self, root: str | Path, options: dict | None = None):
@@ -205,13 +121,6 @@ class Suite(ABC):
     # ---------------------------------------------------------------- scoring
 
     @classmethod
-    def foreign_results(cls, path: Path) -> list[dict] | None:
-        """Another toolkit's result files at ``path`` read as scored runs for ``report`` (each ``{"name", "path",
-        "summary", "results", "info", "layout"}``, the summary made by this suite's own aggregation), or None
-        when ``path`` holds none of this suite's (R2M-Bench: upstream's result layout)."""
-        return None
-
-    @classmethod
     def load_protocol(cls, spec: str | None = None, overrides: dict | None = None) -> Protocol:
         """The protocol ``spec`` (a shipped name or a file; None: the suite's default) with its scorer (chosen
         from :attr:`scorers`), checked against that scorer's schema; ``overrides`` replace top-level fields."""
@@ -268,14 +177,18 @@ class Suite(ABC):
         (its ``synth`` options, by name); returns a one-line description of what was written."""
         raise UsageError(f"--suite {cls.name}: no synthetic data generator")
 
-    # ---------------------------------------------------------------- report
+    # ---------------------------------------------------------------- offline demo
 
     @classmethod
-    def companion(cls, name: str):
-        """The module ``name`` beside the suite's class (``suites/<suite>/<name>.py``: ``report``, ``demo``),
-        imported now; None when the suite has none."""
-        import importlib
-        import importlib.util
+    def demo(cls, out: Path, executor: Executor, progress: bool, step: Callable[[str], None]) -> DemoResult | None:
+        """Run this suite's offline demo into ``out`` on ``executor`` (``step`` prints a timed line): the data it
+        makes, a model run, its scores and a report; None when the suite has no demo."""
+        return None
 
-        module = f"{cls.__module__.rpartition('.')[0]}.{name}"
-        return importlib.import_module(module) if importlib.util.find_spec(module) is not None else None
+    # ---------------------------------------------------------------- this machine
+
+    @classmethod
+    def checks(cls) -> list[Check]:
+        """What ``doctor`` checks for this suite's commands beyond the core's (PersistBench: yt-dlp's age, a
+        JavaScript runtime, the Google Cloud CLI): each says what was found and the fix."""
+        return []

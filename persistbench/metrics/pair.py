@@ -13,7 +13,9 @@ Definitions (docs/metrics.md, "R2M-Bench"):
 * :func:`sift_ratios` — SIFT, Lowe's ratio test and a RANSAC fundamental matrix; *not* upstream's
   SuperPoint + LightGlue numbers (:func:`keypoint_ratios` gives those from LightGlue's matches);
 * :func:`cosine`, :func:`detected`, :func:`object_score` — the arithmetic of the model-based
-  families on descriptors and masks the backends produce (``pair_video.py``).
+  families on descriptors and masks the backends produce (R2M-Bench's ``pair_video.py``);
+* :func:`mask_grid`, :func:`pooled` — patch features pooled inside a mask (R2M-Bench's object family and
+  PersistBench's paper-v3 appearance).
 """
 
 from __future__ import annotations
@@ -219,11 +221,29 @@ def object_score(
 ) -> float | None:
     """The mean over objects of the cosine of their pooled patch features in the two frames (0 for an object
     not found in ``b``): ``features_*`` ``(gh, gw, C)``, ``masks_*`` ``(K, H, W)`` bool. None without objects."""
-    from persistbench.metrics.paper import pooled
-
     if not len(masks_a):
         return None
     scores = [
         float(pooled(features_a, ma) @ pooled(features_b, mb)) if mb.any() else 0.0 for ma, mb in zip(masks_a, masks_b)
     ]
     return float(np.mean(scores))
+
+
+def mask_grid(mask: np.ndarray, gh: int, gw: int) -> np.ndarray:
+    """Which cells of a ``gh`` x ``gw`` patch grid over ``mask`` hold any of it: torch's ``area`` interpolation
+    (adaptive average pooling, cells ``[floor(i H / gh), ceil((i + 1) H / gh))``) of the mask, > 0."""
+    h, w = mask.shape
+    m = np.asarray(mask, bool)
+    rows = [(i * h // gh, -(-(i + 1) * h // gh)) for i in range(gh)]
+    cols = [(j * w // gw, -(-(j + 1) * w // gw)) for j in range(gw)]
+    return np.array([[m[r0:r1, c0:c1].any() for c0, c1 in cols] for r0, r1 in rows])
+
+
+def pooled(features: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """The L2-normalised (+1e-8) mean of the ``(gh, gw, C)`` patch features in the cells ``mask`` touches
+    (every cell when it touches none)."""
+    cells = mask_grid(mask, *features.shape[:2])
+    if not cells.any():
+        cells[:] = True
+    v = features[cells].astype(np.float64).mean(axis=0)
+    return v / (np.linalg.norm(v) + 1e-8)

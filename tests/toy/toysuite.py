@@ -13,12 +13,14 @@ from pathlib import Path
 
 import numpy as np
 
+from persistbench.core.case import CaseRef, Prediction, Request
 from persistbench.core.layout import RunLayout
 from persistbench.core.markup import tag
-from persistbench.core.protocol import metric_list, number
+from persistbench.core.protocol import Scorer
+from persistbench.core.records import CaseScores
 from persistbench.core.runs import case_record
-from persistbench.core.scorer import Scorer
-from persistbench.core.suite import CaseRef, CaseScores, Prediction, Request, Suite
+from persistbench.core.schema import metric_list, number
+from persistbench.core.suite import Suite
 from persistbench.core.synth import synth_option
 from persistbench.io.files import read_json, write_json
 from persistbench.io.images import read_image

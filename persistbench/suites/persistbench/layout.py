@@ -26,6 +26,7 @@ from persistbench.io.names import NAME_PATTERN, check_name, child, confined
 
 SUBSETS = ("dynamic", "static")
 VIEWS = ("view_0", "center")
+SPLITS = ("visible", "invisible")  # a case's frames as scores split them: the object in view, off-screen
 DB_NAME = "data.db"
 CASES_JSONL = "cases.jsonl"
 RECIPES_PROVENANCE = "recipes_source.json"  # which recipes built the dataset (spec, revision, sha256)

@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from persistbench.core.case import CaseRef
 from persistbench.core.errors import PersistbenchError
 from persistbench.core.layout import RunLayout
 from persistbench.core.runs import read_run_info
-from persistbench.core.suite import CaseRef
 from persistbench.io.files import read_json, sha256_file
 from persistbench.suites.persistbench import submission
 from persistbench.suites.persistbench.index import read_index

@@ -30,7 +30,9 @@ import io
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -44,20 +46,28 @@ from persistbench.backends.judge import (
     prompt_template,
     tally,
 )
+from persistbench.core.case import CaseRef, Prediction, ScoreContext
 from persistbench.core.errors import PersistbenchError
-from persistbench.core.protocol import Protocol, metric_list, number, one_of, section, size_hw, statement
-from persistbench.core.suite import CaseScores
+from persistbench.core.protocol import Protocol, Scorer
+from persistbench.core.records import CaseScores
+from persistbench.core.schema import metric_list, number, one_of, section, size_hw, statement
 from persistbench.geometry.sampling import sampled_frames, sampled_masks
+from persistbench.io.files import write_json
 from persistbench.io.images import resize_images
-from persistbench.metrics import paper as pm
+from persistbench.metrics.pair import pooled
 from persistbench.metrics.registry import METRICS, order
+from persistbench.suites.persistbench import tracked as pm
 from persistbench.suites.persistbench.dataset import Case
+from persistbench.suites.persistbench.layout import SPLITS, public_result
 from persistbench.suites.persistbench.predictions import FramePrediction
-from persistbench.suites.persistbench.scoring import frame_lines, read_all
+from persistbench.suites.persistbench.scoring import frame_lines, frame_rule, read_all
+
+if TYPE_CHECKING:
+    from persistbench.core.markup import Markup
+    from persistbench.suites.persistbench.suite import PersistBench
 
 PROCEDURE = "default-three-paper-v3"
-PAPER_METRICS = tuple(m for m, spec in METRICS.items() if spec.kind == "tracked")
-SPLITS = ("visible", "invisible")
+PAPER_METRICS = tuple(spec.name for spec in pm.TRACKED_METRICS)
 
 SCHEMA = {
     "procedure": one_of(PROCEDURE),
@@ -421,7 +431,7 @@ def _similarity(refs, ref_masks, preds, pred_masks, tracked, cfg, opts):
     f = features(np.concatenate([refs[eligible], preds[eligible]]).astype(np.float32) / 255.0, fit="resize")
     k = len(eligible)
     for j, i in enumerate(eligible):
-        out[i] = float(np.dot(pm.pooled(f[j], ref_masks[i]), pm.pooled(f[k + j], pred_masks[i])))
+        out[i] = float(np.dot(pooled(f[j], ref_masks[i]), pooled(f[k + j], pred_masks[i])))
     return out
 
 
@@ -611,3 +621,52 @@ def compare(ours: dict, theirs: dict) -> dict:
             },
         }
     return out
+
+
+class PaperScorer(Scorer["PersistBench"]):
+    """``paper-v3``: object permanence (a judge), motion continuity and appearance preservation (backends);
+    each case is also written in the public toolkit's ``result.json`` form."""
+
+    name = "paper"
+    schema = SCHEMA
+
+    def backends_needed(self, protocol: Protocol, wanted: tuple[str, ...]) -> list[str]:
+        return backends_needed(protocol.config, wanted)
+
+    def score_case(
+        self, suite: PersistBench, case: CaseRef, pred: Prediction, protocol: Protocol, ctx: ScoreContext
+    ) -> dict:
+        full = suite.case(case.subset, case.case_id)
+        record = score_case(full, pred, protocol, ctx.wanted, ctx.backends).to_json()
+        if ctx.scores_dir is not None and not record["judge"]["failed"]:
+            cfg = protocol.config
+            public = to_public(record, cfg["eval_size"], cfg["matching"]["bbox_margin"])
+            public |= {"prediction_sha256": record["prediction_sha256"]}
+            write_json(public_result(ctx.scores_dir, case.subset, case.case_id), public)
+        return record
+
+    def scored_metrics(self, record: dict) -> set[str]:
+        if record.get("judge", {}).get("failed"):  # failed judgments are asked again
+            return set(record.get("metrics", {})) - {"object_permanence"}
+        return super().scored_metrics(record)
+
+    def merge(self, new: dict, old: dict) -> dict:
+        return new  # every metric is scored together: a new record replaces the old one
+
+    def summarise(
+        self, suite: PersistBench, results: list[dict], protocol: Protocol, ctx: ScoreContext
+    ) -> tuple[dict, dict]:
+        return {"procedure": PROCEDURE, "frames": frame_rule(protocol.config)}, summarise(results)
+
+    def tables(self, summary: dict) -> tuple[list[str], dict[str, str]]:
+        return tables(summary)
+
+    def report_sections(
+        self, runs: list[dict], advance: Callable[[int], object]
+    ) -> tuple[str, list[Markup], list[Markup]]:
+        from persistbench.suites.persistbench import report
+
+        return report.paper_sections(runs)
+
+
+PAPER = PaperScorer()

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from persistbench.core.case import Prediction
 from persistbench.core.errors import PersistbenchError
 from persistbench.core.layout import RunLayout
 from persistbench.core.runs import case_record
-from persistbench.core.suite import Prediction
 from persistbench.geometry.sampling import crop_box, sample_indices, target_size
 from persistbench.io.files import read_json
 from persistbench.io.images import list_images

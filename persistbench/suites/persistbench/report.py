@@ -18,7 +18,8 @@ from persistbench.io.images import encode_image, list_images, outline, read_imag
 from persistbench.metrics.frame import PSNR_CAP
 from persistbench.metrics.registry import METRICS, order
 from persistbench.suites.persistbench.dataset import Dataset
-from persistbench.suites.persistbench.scoring import SPLITS
+from persistbench.suites.persistbench.layout import SPLITS
+from persistbench.suites.persistbench.tracked import TRACKED_METRICS
 
 SHEET_COLUMNS = 5
 Z95 = 1.959963984540054
@@ -254,10 +255,7 @@ def steps(runs: list[dict]) -> int:
 
 def paper_sections(runs: list[dict]) -> tuple[str, list[Markup], list[Markup]]:
     """``paper-v3``: the published layout, three scores x visible / invisible, overall and per group."""
-    from persistbench.suites.persistbench.paper import PAPER_METRICS
-    from persistbench.suites.persistbench.paper import SPLITS as PAPER_SPLITS
-
-    keys = [f"{m}_{s}" for m in PAPER_METRICS for s in PAPER_SPLITS]
+    keys = [f"{spec.name}_{s}" for spec in TRACKED_METRICS for s in SPLITS]
     board = []
     for group in ("overall", "static", "dynamic", "unknown"):
         rows = []

@@ -12,18 +12,22 @@ recomputed from the per-case files only.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from persistbench.backends import BackendOptions
+from persistbench.core.case import CaseRef, Prediction, ScoreContext
 from persistbench.core.errors import PersistbenchError
-from persistbench.core.protocol import (
+from persistbench.core.protocol import Protocol, Scorer
+from persistbench.core.records import CaseScores, keep_unavailable
+from persistbench.core.schema import (
     LPIPS_SECTION,
     PSNR_SECTION,
     SSIM_SECTION,
-    Protocol,
     metric_list,
     number,
     one_of,
@@ -32,16 +36,18 @@ from persistbench.core.protocol import (
     size_hw,
     statement,
 )
-from persistbench.core.suite import CaseScores, keep_unavailable
 from persistbench.geometry.sampling import RGB_RESIZE, crop_resize, sampled_frames, sampled_masks
 from persistbench.io.images import image_size, read_image
 from persistbench.metrics.registry import METRICS, FrameBatch, order
 from persistbench.suites.persistbench.dataset import Case
-from persistbench.suites.persistbench.layout import VIEWS
+from persistbench.suites.persistbench.layout import SPLITS, VIEWS
 from persistbench.suites.persistbench.predictions import FramePrediction
 from persistbench.suites.persistbench.segment import TemplateTracker
 
-SPLITS = ("visible", "invisible")
+if TYPE_CHECKING:
+    from persistbench.core.markup import Markup
+    from persistbench.suites.persistbench.suite import PersistBench
+
 FRAME_METRICS = tuple(m for m, spec in METRICS.items() if spec.kind == "frame")
 
 SCHEMA = {
@@ -303,3 +309,49 @@ def tables(summary: dict) -> tuple[list[str], dict[str, str]]:
                 f"{_fmt(block['gap'][m])} | {block['cases']} |"
             )
     return lines, row
+
+
+class ClassicScorer(Scorer["PersistBench"]):
+    """``classic-v1``: each frame metric inside the ground truth's mask, on visible and off-screen frames."""
+
+    name = "classic"
+    schema = SCHEMA
+
+    def config_problems(self, config: dict) -> list[str]:
+        return config_problems(config)
+
+    def score_case(
+        self, suite: PersistBench, case: CaseRef, pred: Prediction, protocol: Protocol, ctx: ScoreContext
+    ) -> dict:
+        full = suite.case(case.subset, case.case_id)
+        return score_case(full, pred, protocol, ctx.wanted, ctx.unavailable, ctx.backends).to_json()
+
+    def merge(self, new: dict, old: dict) -> dict:
+        return merge(new, old)
+
+    def summarise(
+        self, suite: PersistBench, results: list[dict], protocol: Protocol, ctx: ScoreContext
+    ) -> tuple[dict, dict]:
+        fields = {
+            "mask_source": sorted({r["mask_source"] for r in results}),
+            "frames": frame_rule(protocol.config),
+        }
+        return fields, aggregate(results).to_json()
+
+    def tables(self, summary: dict) -> tuple[list[str], dict[str, str]]:
+        return tables(summary)
+
+    def report_steps(self, runs: list[dict]) -> int:
+        from persistbench.suites.persistbench import report
+
+        return report.steps(runs)
+
+    def report_sections(
+        self, runs: list[dict], advance: Callable[[int], object]
+    ) -> tuple[str, list[Markup], list[Markup]]:
+        from persistbench.suites.persistbench import report
+
+        return report.sections(runs, advance)
+
+
+CLASSIC = ClassicScorer()

@@ -36,7 +36,8 @@ from pathlib import Path
 from persistbench import __version__
 from persistbench.core.errors import PersistbenchError
 from persistbench.io.files import JsonBudget, atomic_path, parse_json
-from persistbench.suites.persistbench.paper import PAPER_METRICS, PROCEDURE, SPLITS, to_public
+from persistbench.suites.persistbench.layout import SPLITS
+from persistbench.suites.persistbench.paper import PAPER_METRICS, PROCEDURE, to_public
 
 SCHEMA_VERSION = 3
 PUBLISHED_CASES = 2000

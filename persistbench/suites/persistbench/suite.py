@@ -6,14 +6,17 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
+from persistbench.core.case import Request
+from persistbench.core.checks import Check
 from persistbench.core.layout import RunLayout
-from persistbench.core.suite import Request, Suite
+from persistbench.core.suite import DemoResult, Suite
 from persistbench.core.synth import synth_option
-from persistbench.executors import RunResult
+from persistbench.executors import Executor, RunResult
 from persistbench.geometry.sampling import (
     CROP_RULE,
     MODEL_INPUT_RESIZE,
@@ -29,7 +32,6 @@ from persistbench.geometry.sampling import (
 from persistbench.suites.persistbench import predictions
 from persistbench.suites.persistbench.dataset import Case, Dataset
 from persistbench.suites.persistbench.layout import CASES_JSONL, DB_NAME, SUBSETS, VIEWS
-from persistbench.suites.persistbench.scorers import SCORERS
 from persistbench.suites.persistbench.verify import require_usable, verify_dataset
 
 
@@ -70,7 +72,12 @@ class PersistBench(Suite):
         synth_option("speed", "Angular speed of dynamic objects, degrees/s; default 15."),
         synth_option("radius", "Object angular radius, degrees; default 12."),
     )
-    scorers = SCORERS
+    question = "Which prediction keeps the object where and how it should be once it is off-screen?"
+    scorers = {
+        "classic-v1": "persistbench.suites.persistbench.scoring:CLASSIC",
+        "card-v1": "persistbench.suites.persistbench.scoring:CLASSIC",
+        "paper-v3": "persistbench.suites.persistbench.paper:PAPER",
+    }
     subsets = SUBSETS
     external_label = "public toolkit output"
 
@@ -198,3 +205,15 @@ class PersistBench(Suite):
 
     def _case(self, ref) -> Case:
         return ref if isinstance(ref, Case) else self.dataset.case(ref.subset, ref.case_id)
+
+    @classmethod
+    def demo(cls, out: Path, executor: Executor, progress: bool, step: Callable[[str], None]) -> DemoResult:
+        from persistbench.suites.persistbench import demo
+
+        return demo.run(out, executor, progress, step)
+
+    @classmethod
+    def checks(cls) -> list[Check]:
+        from persistbench.suites.persistbench.build import checks
+
+        return checks.checks()

@@ -12,16 +12,22 @@ is left out and counted, never averaged in as 0 or -1; identical frames give the
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from persistbench.backends import BackendUnavailable, check_backend, merged_provenance, provenance
 from persistbench.backends.judge import failure_line, merge_tallies, tally
+from persistbench.core.case import CaseRef, Prediction, ScoreContext
 from persistbench.core.errors import PersistbenchError
-from persistbench.core.protocol import (
+from persistbench.core.layout import RunLayout
+from persistbench.core.protocol import Protocol, Scorer
+from persistbench.core.records import CaseScores, keep_unavailable
+from persistbench.core.schema import (
     Check,
-    Protocol,
     interval,
     metric_list,
     number,
@@ -32,17 +38,22 @@ from persistbench.core.protocol import (
     size_hw,
     text,
 )
-from persistbench.core.suite import CaseScores, keep_unavailable
-from persistbench.metrics.pair_video import PairVideo, StateQuestion
+from persistbench.io.names import name_problem, remove_tree
 from persistbench.metrics.registry import METRICS, families, order
-from persistbench.suites.r2m import layout, pairs, upstream_pairs, upstream_state
+from persistbench.suites.r2m import layout, pairs, upstream_pairs, upstream_results, upstream_state
+from persistbench.suites.r2m import metrics as pair_specs
 from persistbench.suites.r2m.data import Checkout
+from persistbench.suites.r2m.pair_video import PairVideo, StateQuestion
 from persistbench.suites.r2m.pairs import MAX_PAIRS
+from persistbench.suites.r2m.relative import KINDS, relative
 from persistbench.suites.r2m.upstream_metrics import ROUNDING, mean_digits, rounded, value_digits
 
-KINDS = ("revisit", "baseline", "short")
+if TYPE_CHECKING:
+    from persistbench.core.markup import Markup
+    from persistbench.suites.r2m.suite import R2MBench
+
 PREPROCESS = ("pil-bilinear", "torchvision-bicubic")  # metrics/pair_video.PairVideo._resized
-PAIR_METRICS = tuple(m for m, spec in METRICS.items() if spec.kind == "pair")
+PAIR_METRICS = tuple(spec.name for spec in pair_specs.SPECS)
 
 
 def by_sampler(variants: dict[str, dict[str, Check]]) -> Check:
@@ -213,30 +224,6 @@ class PairCaseScores(CaseScores):
 
 def _clean(values: list[float], digits: int | None) -> list[float | None]:
     return [None if v is None or not np.isfinite(v) else rounded(float(v), digits) for v in values]
-
-
-def relative(
-    values: dict[str, list[float | None]], higher_is_better: bool, epsilon: float, digits: int | None = None
-) -> dict:
-    """A video's R, B, S (means of the non-failed pair values, rounded to ``digits`` decimals unless None), MG,
-    DR and validity for one metric."""
-    means = {
-        k: (rounded(float(np.mean(v)), digits) if (v := [x for x in values[k] if x is not None]) else None)
-        for k in KINDS
-    }
-    failed = sum(x is None for k in KINDS for x in values[k])
-    return {**from_means(means, higher_is_better, epsilon), "failed": failed}
-
-
-def from_means(means: dict[str, float | None], higher_is_better: bool, epsilon: float) -> dict:
-    """R, B, S (``means`` by kind, None where a kind has no value), MG, DR and validity for one metric."""
-    r, b, s = (means.get(k) for k in KINDS)
-    out = {"revisit": r, "baseline": b, "short": s, "memory_gain": None, "dynamic_range": None, "valid": False}
-    if r is None or b is None or s is None:
-        return out
-    sign = 1.0 if higher_is_better else -1.0
-    mg, dr = sign * (r - b), sign * (s - b)
-    return {**out, "memory_gain": mg, "dynamic_range": dr, "valid": bool(dr > epsilon)}
 
 
 def state_question(checkout: Checkout, protocol: Protocol) -> StateQuestion:
@@ -540,3 +527,116 @@ def tables(summary: dict) -> tuple[list[str], dict[str, str]]:
         f"(pairs dropped: {d['revisit']} revisit, {d['baseline']} baseline, {d['short']} short)."
     )
     return lines, row
+
+
+class NmrScorer(Scorer["R2MBench"]):
+    """Per video: each metric on its revisit and motion pairs, relative to its own distribution; per run: NMR."""
+
+    name = "nmr"
+    schema = SCHEMA
+
+    def backends_needed(self, protocol: Protocol, wanted: tuple[str, ...]) -> list[str]:
+        return backends_needed(protocol, wanted)
+
+    def score_case(
+        self, suite: R2MBench, case: CaseRef, pred: Prediction, protocol: Protocol, ctx: ScoreContext
+    ) -> dict:
+        found, frames, n_video, n_poses, pair_file = suite.pair_frames(case, pred, protocol, ctx.scores_dir)
+        ids = (found.subset, found.case_id, pred.digest)
+        question = None
+        if "persistent_state" in ctx.wanted:
+            try:
+                question = state_question(suite.checkout, protocol)
+            except PersistbenchError as e:  # unavailable, with the reason, unless the protocol requires every model
+                if protocol.config["models"] == "required":
+                    raise
+                ctx = replace(ctx, unavailable={**ctx.unavailable, "persistent_state": str(e)})
+        return score_video(frames, n_video, n_poses, pair_file, protocol, ctx, ids, question).to_json()
+
+    def scored_metrics(self, record: dict) -> set[str]:
+        """Metrics with values, and those reported unavailable because a model backend of their protocol section
+        was missing (``--resume`` does not retry them; ``--metrics NAME`` once the backend is there does; the
+        metrics with backends of their own are judged by ``score`` against what is unavailable now); a metric
+        with failed judgments is not done (``--resume`` asks again; answers given are cached)."""
+        values, unavailable, judge = record.get("values"), record.get("unavailable"), record.get("judge")
+        done = set(values) if isinstance(values, dict) else set()
+        if isinstance(judge, dict):
+            done -= {m for m, t in judge.items() if isinstance(t, dict) and t.get("failed")}
+        if isinstance(unavailable, dict):
+            done |= {m for m in unavailable if m in METRICS and not METRICS[m].backend}
+        return done
+
+    def merge(self, new: dict, old: dict) -> dict:
+        return merge(new, old)
+
+    def summarise(
+        self, suite: R2MBench, results: list[dict], protocol: Protocol, ctx: ScoreContext
+    ) -> tuple[dict, dict]:
+        body = summarise(
+            results, suite.checkout.trajectories, protocol.config["epsilon"], ctx.allow_partial, protocol.metrics
+        )
+        return {"partial_reasons": body.overall_partial, **suite.reference_of(results)}, body.to_json()
+
+    def tables(self, summary: dict) -> tuple[list[str], dict[str, str]]:
+        return tables(summary)
+
+    def write_files(self, summary: dict, results: list[dict], scores_dir: Path) -> None:
+        """Upstream's result layout under ``scores_dir/upstream/`` (:mod:`persistbench.suites.r2m.upstream_results`),
+        its tasks named after the run's model (the run's name where the model's is not a usable file name)."""
+        model = summary["model"] if name_problem(summary["model"]) is None else summary["run"]
+        folder = scores_dir / layout.UPSTREAM_DIR
+        remove_tree(scores_dir, folder)  # a scoring replaces the whole tree: no file of an earlier one is left
+        upstream_results.write(folder, model, results)
+
+    def report_steps(self, runs: list[dict]) -> int:
+        from persistbench.suites.r2m import report
+
+        return report.steps(runs)
+
+    def report_sections(
+        self, runs: list[dict], advance: Callable[[int], object]
+    ) -> tuple[str, list[Markup], list[Markup]]:
+        from persistbench.suites.r2m import report
+
+        return report.sections(runs, advance)
+
+    def foreign_results(self, suite: type[R2MBench], path: Path) -> list[dict] | None:
+        """Upstream's result tree at ``path`` (:mod:`persistbench.suites.r2m.upstream_results`): one run per model,
+        summarised by our rules with Overall over the families present, as upstream's summary gives it."""
+        if not upstream_results.is_tree(path):
+            return None
+        protocol = suite.load_protocol()
+        runs = []
+        for model, videos in upstream_results.read(path).items():
+            records = upstream_results.records(videos, protocol.config["epsilon"])
+            body = summarise(records, suite.subsets, protocol.config["epsilon"], True).to_json()
+            head = {
+                "run": model,
+                "model": model,
+                "oracle": False,
+                "protocol": upstream_results.SOURCE,
+                "protocol_sha256": upstream_results.SOURCE,
+                "suite": suite.name,
+                "scorer": protocol.scorer.name,
+                "dataset_fingerprint": "",
+                "partial": False,
+                "scores_dir": layout.UPSTREAM_DIR,
+                "unavailable": {},
+                "toolkit_version": upstream_results.SOURCE,
+            }
+            runs.append(
+                {
+                    "name": model,
+                    "path": path,
+                    "layout": RunLayout(path),
+                    "summary": {**head, **body},
+                    "results": {**head, "cases": records},
+                    "info": None,
+                }
+            )
+        return runs
+
+    # ---------------------------------------------------------------- getting the data
+
+
+NMR = NmrScorer()

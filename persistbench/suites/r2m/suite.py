@@ -15,19 +15,21 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from persistbench.core.case import Prediction, Request
 from persistbench.core.errors import PersistbenchError
 from persistbench.core.layout import STATE_DIR, RunLayout
 from persistbench.core.options import ExistingFolder, SuiteOption
 from persistbench.core.protocol import Protocol
 from persistbench.core.runs import case_record
-from persistbench.core.suite import Prediction, Request, Suite
+from persistbench.core.suite import DemoResult, Suite
 from persistbench.core.synth import synth_option
-from persistbench.executors import RunResult
+from persistbench.executors import Executor, RunResult
 from persistbench.geometry.camera import Camera
 from persistbench.geometry.sampling import (
     CROP_RULE,
@@ -42,9 +44,9 @@ from persistbench.io.images import image_size, read_image
 from persistbench.io.limits import check_asked_size, check_frame_size, check_memory
 from persistbench.io.names import name_problem
 from persistbench.io.video import count_frames, probe, read_frames
-from persistbench.suites.r2m import layout, pairs, scoring, upstream_pairs
+from persistbench.suites.r2m import layout, pairs, upstream_pairs
 from persistbench.suites.r2m.data import Checkout, R2MCase, Trajectory, fps_of, read_trajectory
-from persistbench.suites.r2m.scorers import SCORERS
+from persistbench.suites.r2m.relative import KINDS
 
 INPUT_RESIZE = "area"  # how the conditioning image is resized for a model
 
@@ -92,7 +94,12 @@ def video_digest(video: Path, pairs_source: str) -> str:
 class R2MBench(Suite):
     name = "r2m"
     title = "R2M-Bench"
-    scorers = SCORERS
+    question = "Which video returns to the same place when the camera comes back?"
+    scorers = {
+        "r2m-v2": "persistbench.suites.r2m.scoring:NMR",
+        "r2m-paper-v1": "persistbench.suites.r2m.scoring:NMR",
+        "r2m-v1": "persistbench.suites.r2m.scoring:NMR",
+    }
     subsets = ("DDDAAA", "WSLRRLL", "revisit_loop")
     external_label = "external videos"
     option_specs = (
@@ -159,47 +166,6 @@ class R2MBench(Suite):
             except PersistbenchError as e:
                 problems.append(f"{e}; the images come with: persistbench fetch --suite r2m --output {self.root}")
         return problems, len(cases)
-
-    @classmethod
-    def foreign_results(cls, path: Path) -> list[dict] | None:
-        """Upstream's result tree at ``path`` (:mod:`persistbench.suites.r2m.upstream_results`): one run per model,
-        summarised by our rules with Overall over the families present, as upstream's summary gives it."""
-        from persistbench.suites.r2m import upstream_results
-
-        if not upstream_results.is_tree(path):
-            return None
-        protocol = cls.load_protocol()
-        runs = []
-        for model, videos in upstream_results.read(path).items():
-            records = upstream_results.records(videos, protocol.config["epsilon"])
-            body = scoring.summarise(records, cls.subsets, protocol.config["epsilon"], True).to_json()
-            head = {
-                "run": model,
-                "model": model,
-                "oracle": False,
-                "protocol": upstream_results.SOURCE,
-                "protocol_sha256": upstream_results.SOURCE,
-                "suite": cls.name,
-                "scorer": protocol.scorer.name,
-                "dataset_fingerprint": "",
-                "partial": False,
-                "scores_dir": layout.UPSTREAM_DIR,
-                "unavailable": {},
-                "toolkit_version": upstream_results.SOURCE,
-            }
-            runs.append(
-                {
-                    "name": model,
-                    "path": path,
-                    "layout": RunLayout(path),
-                    "summary": {**head, **body},
-                    "results": {**head, "cases": records},
-                    "info": None,
-                }
-            )
-        return runs
-
-    # ---------------------------------------------------------------- getting the data
 
     @classmethod
     def fetch(cls, output, repo, revision, from_dir, include, progress, options=None, **run) -> RunResult:
@@ -359,7 +325,7 @@ class R2MBench(Suite):
             write_json(path, pair_file)
         info = probe(video)
         check_asked_size(video, info["width"], info["height"], pred.asked)
-        needed = {f for kind in scoring.KINDS for p in pair_file[kind] for f in p}
+        needed = {f for kind in KINDS for p in pair_file[kind] for f in p}
         check_memory(video, len(needed) * info["width"] * info["height"] * 3)
         frames, n_video = {}, 0
         for i, frame in enumerate(read_frames(video)):
@@ -371,3 +337,9 @@ class R2MBench(Suite):
         if n_video == 0:
             raise PersistbenchError(f"{video}: the video has no frames")
         return case, frames, n_video, n_poses, pair_file
+
+    @classmethod
+    def demo(cls, out: Path, executor: Executor, progress: bool, step: Callable[[str], None]) -> DemoResult:
+        from persistbench.suites.r2m import demo
+
+        return demo.run(out, executor, progress, step)

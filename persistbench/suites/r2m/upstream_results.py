@@ -26,7 +26,7 @@ from persistbench.core.errors import PersistbenchError
 from persistbench.io.files import read_json, write_json
 from persistbench.io.names import child, name_problem
 from persistbench.metrics.registry import METRICS
-from persistbench.suites.r2m.scoring import KINDS, from_means
+from persistbench.suites.r2m.relative import KINDS, from_means
 from persistbench.suites.r2m.upstream_metrics import OURS, UPSTREAM
 
 SOURCE = "upstream R2M-Bench results (88e0cd9 layout)"  # how a report names runs read from such a tree

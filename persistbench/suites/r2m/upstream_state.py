@@ -10,7 +10,7 @@ gives the score; failing that, the first ``"score": <digits>`` in the text; the 
 The prompts are upstream's text, which this package does not ship (the repository states no licence):
 they are read from the checkout being scored, ``src/metrics/persistent_state.py``, as the two string
 constants ``EVAL_SYSTEM_PROMPT`` and ``EVAL_USER_PROMPT`` of its syntax tree (never executed), and a
-protocol's ``prompt_sha256`` pins them (:attr:`~persistbench.metrics.pair_video.StateQuestion.sha256`). Where our reading is stricter than upstream's (JSON that
+protocol's ``prompt_sha256`` pins them (:attr:`~persistbench.suites.r2m.pair_video.StateQuestion.sha256`). Where our reading is stricter than upstream's (JSON that
 Python's ``json`` takes but a strict parser refuses: ``NaN``, duplicate keys; a ``score`` that is not
 finite), the reply is asked again instead of scored: docs/metrics.md lists it.
 """
@@ -26,7 +26,7 @@ from pathlib import Path
 from persistbench.backends.judge import BadReply
 from persistbench.core.errors import PersistbenchError
 from persistbench.io.files import parse_json, read_bounded
-from persistbench.metrics.pair_video import StateQuestion
+from persistbench.suites.r2m.pair_video import StateQuestion
 
 PROMPT = "upstream-88e0cd9"  # a protocol's persistent_state.prompt that asks upstream's question
 NAMES = ("EVAL_SYSTEM_PROMPT", "EVAL_USER_PROMPT")

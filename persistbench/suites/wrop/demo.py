@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from persistbench.core.demo import DemoResult, cell, checked
+from persistbench.core.demo import cell, checked
+from persistbench.core.suite import DemoResult
 from persistbench.executors import Executor
 
 MODELS = ("hold", "flow")

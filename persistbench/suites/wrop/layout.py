@@ -27,6 +27,7 @@ INPUT_VIDEO, TARGET_VIDEO = "input_video.mp4", "target_video.mp4"
 PROMPT, TRAJECTORY, METADATA = "prompt.txt", "trajectory.npz", "metadata.json"
 MEMBERS = (INPUT_VIDEO, TARGET_VIDEO, PROMPT, TRAJECTORY, METADATA)
 ERROR = "ERROR.txt"  # the generator's note in a sample it failed to render
+REGIONS = ("full", "changed")  # the regions a scores record holds values of: the whole frame, what changed
 
 TASK_RE = re.compile(r"[A-Za-z0-9]+(?:_[A-Za-z0-9]+)*")  # the generator has box_holds_N_objects
 _ARCHIVE_RE = re.compile(rf"({TASK_RE.pattern})_task\.tar")

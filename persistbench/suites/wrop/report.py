@@ -11,7 +11,7 @@ import numpy as np
 from persistbench.core.figures import data_uri, figure_png, fmt, note_missing, pyplot, run_legend, table
 from persistbench.core.markup import Markup, tag
 from persistbench.metrics.registry import order
-from persistbench.suites.wrop.scoring import REGIONS
+from persistbench.suites.wrop.layout import REGIONS
 from persistbench.suites.wrop.taxonomy import taxonomy
 
 _ORDER = {"categories": list(taxonomy().family_names), "dimensions": list(taxonomy().dimension_names)}

@@ -21,15 +21,19 @@ from __future__ import annotations
 
 import fnmatch
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from persistbench.core.protocol import (
+from persistbench.core.case import CaseRef, Prediction, ScoreContext
+from persistbench.core.protocol import Protocol, Scorer
+from persistbench.core.records import CaseScores, keep_unavailable
+from persistbench.core.schema import (
     LPIPS_SECTION,
     PSNR_SECTION,
     SSIM_SECTION,
-    Protocol,
     metric_list,
     name_list,
     number,
@@ -39,12 +43,15 @@ from persistbench.core.protocol import (
     size_hw,
     statement,
 )
-from persistbench.core.suite import CaseScores, keep_unavailable
 from persistbench.geometry.sampling import RGB_RESIZE
 from persistbench.metrics.registry import METRICS, FrameBatch, order
+from persistbench.suites.wrop.layout import REGIONS
 from persistbench.suites.wrop.taxonomy import taxonomy
 
-REGIONS = ("full", "changed")
+if TYPE_CHECKING:
+    from persistbench.core.markup import Markup
+    from persistbench.suites.wrop.suite import Wrop
+
 ROLES = ("model", "hold")
 WROP_METRICS = ("psnr", "ssim", "lpips")
 BATCH = 8  # frames per metric call: LPIPS of 8 frames at 1280 x 720 stays under ~2 GB
@@ -326,3 +333,45 @@ def tables(summary: dict) -> tuple[list[str], dict[str, str]]:
         lines.append(f"{m}: unavailable ({why}).")
     lines.append(f"{summary['cases']} cases; gain = model minus hold (the last input frame), positive is better.")
     return lines, row
+
+
+class ContinuationScorer(Scorer["Wrop"]):
+    """``wrop-cont-v1``. Per sample: each metric per scored target frame, full and in the changed region, and its
+    gain over hold."""
+
+    name = "continuation"
+    schema = SCHEMA
+
+    def score_case(self, suite: Wrop, case: CaseRef, pred: Prediction, protocol: Protocol, ctx: ScoreContext) -> dict:
+        preds, targets, last, scored, ids = suite.continuation(case, pred, protocol)
+        return score_frames(preds, targets, last, scored, protocol, ctx, ids).to_json()
+
+    def scored_metrics(self, record: dict) -> set[str]:
+        values = record.get("values")
+        full = values.get("full") if isinstance(values, dict) else None
+        return set(full) if isinstance(full, dict) else set()
+
+    def merge(self, new: dict, old: dict) -> dict:
+        return merge(new, old)
+
+    def summarise(self, suite: Wrop, results: list[dict], protocol: Protocol, ctx: ScoreContext) -> tuple[dict, dict]:
+        body = summarise(results, protocol.config["exclude_tasks"]).to_json()
+        return {"dataset_options": suite.dataset_options()}, body
+
+    def tables(self, summary: dict) -> tuple[list[str], dict[str, str]]:
+        return tables(summary)
+
+    def report_steps(self, runs: list[dict]) -> int:
+        from persistbench.suites.wrop import report
+
+        return report.steps(runs)
+
+    def report_sections(
+        self, runs: list[dict], advance: Callable[[int], object]
+    ) -> tuple[str, list[Markup], list[Markup]]:
+        from persistbench.suites.wrop import report
+
+        return report.sections(runs, advance)
+
+
+CONTINUATION = ContinuationScorer()

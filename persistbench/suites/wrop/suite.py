@@ -16,20 +16,22 @@ from __future__ import annotations
 
 import functools
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import click
 import numpy as np
 
+from persistbench.core.case import CaseRef, Prediction, Request
 from persistbench.core.errors import PersistbenchError, UsageError
 from persistbench.core.layout import STATE_DIR, RunLayout
 from persistbench.core.options import ExistingFile, NameList, SuiteOption, file_path, positive_int, string_list
 from persistbench.core.protocol import Protocol
 from persistbench.core.runs import case_record
-from persistbench.core.suite import CaseRef, Prediction, Request, Suite
+from persistbench.core.suite import DemoResult, Suite
 from persistbench.core.synth import synth_option
-from persistbench.executors import RunResult
+from persistbench.executors import Executor, RunResult
 from persistbench.geometry.sampling import (
     CROP_RULE,
     SAMPLE_RULE,
@@ -44,7 +46,6 @@ from persistbench.io.limits import MAX_FRAMES, check_asked_size, check_frame_siz
 from persistbench.io.names import name_problem
 from persistbench.io.video import probe, read_frames
 from persistbench.suites.wrop import corpus, layout
-from persistbench.suites.wrop.scorers import SCORERS
 from persistbench.suites.wrop.taxonomy import taxonomy
 
 INPUT_RESIZE = "area"  # how input frames are resized for a model
@@ -77,7 +78,8 @@ class WropPrediction(Prediction):
 class Wrop(Suite):
     name = "wrop"
     title = "WROP"
-    scorers = SCORERS
+    question = "Which continuation is physically right?"
+    scorers = {"wrop-cont-v1": "persistbench.suites.wrop.scoring:CONTINUATION"}
     subsets = corpus.CATEGORIES
     external_label = "external videos"
     remote = True  # the root may be a URL
@@ -446,3 +448,9 @@ class Wrop(Suite):
         }
         scored = split.scored(len(targets))
         return fit(preds), fit(targets), fit([last])[0], scored, ids
+
+    @classmethod
+    def demo(cls, out: Path, executor: Executor, progress: bool, step: Callable[[str], None]) -> DemoResult:
+        from persistbench.suites.wrop import demo
+
+        return demo.run(out, executor, progress, step)

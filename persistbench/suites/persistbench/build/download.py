@@ -20,7 +20,6 @@ from persistbench.executors import Executor, Job, Outcome, RunResult, Selection,
 from persistbench.io import hub, web
 from persistbench.io.files import atomic_path, check_writable, sha256_file, write_json
 from persistbench.io.names import confined
-from persistbench.io.ytdl_job import js_runtime
 from persistbench.suites.persistbench.build.recipes import MAX_FILE_BYTES, Recipe, load_recipes
 from persistbench.suites.persistbench.build.reconstruct import clip_frames, reconstruct_case
 from persistbench.suites.persistbench.build.sources import (
@@ -30,6 +29,7 @@ from persistbench.suites.persistbench.build.sources import (
     is_youtube,
     require_js_runtime,
 )
+from persistbench.suites.persistbench.build.ytdl_job import js_runtime
 from persistbench.suites.persistbench.index import (
     completion_records,
     files_present,

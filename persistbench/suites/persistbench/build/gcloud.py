@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from persistbench.core.errors import UsageError
-from persistbench.io.gcloud_cli import Gcloud, GcloudError, error_line, signed_in
+from persistbench.suites.persistbench.build.gcloud_cli import Gcloud, GcloudError, error_line, signed_in
 from persistbench.suites.persistbench.build.remote import SshTarget, remote_spec, spec_hash
 
 DEFAULT_ZONE = "us-central1-a"

@@ -1,7 +1,7 @@
 """Downloading sources on another machine over SSH (``download --backend ssh --remote USER@HOST[:PORT]``).
 
 For when YouTube throttles or blocks this machine's address: yt-dlp runs on the remote machine with the
-same job as locally (:mod:`persistbench.io.ytdl_job`, whose source is sent to the remote interpreter, so
+same job as locally (:mod:`persistbench.suites.persistbench.build.ytdl_job`, whose source is sent to the remote interpreter, so
 the two cannot drift apart), the clip comes back over the same connection, is checked (size, sha256, then
 the decode-and-cover check of the local cache) and enters the local cache; reconstruction stays local.
 
@@ -33,7 +33,7 @@ from pathlib import Path
 
 from persistbench.core.errors import PersistbenchError, UsageError
 from persistbench.io.files import parse_json, read_bounded
-from persistbench.io.ytdl_job import VIDEO_SUFFIXES
+from persistbench.suites.persistbench.build.ytdl_job import VIDEO_SUFFIXES
 
 MAX_COOKIES_BYTES = 16 << 20  # a browser's whole cookie jar in Netscape format is a few hundred KB
 MAX_CLIP_BYTES = 2 << 30  # one case's range of a source (a 30 s 8K 360-degree range is about 200 MB)
@@ -180,7 +180,7 @@ class SshHost:
 
     def js_runtime(self) -> str | None:
         """The JavaScript runtime yt-dlp finds on the remote machine for YouTube (None: none there)."""
-        from persistbench.io import ytdl_job
+        from persistbench.suites.persistbench.build import ytdl_job
 
         out = self.run(f"{shlex.quote(self.python())} - --js-runtime", data=Path(ytdl_job.__file__).read_bytes())
         found = json.loads(out.decode().splitlines()[-1])
@@ -190,7 +190,7 @@ class SshHost:
         """Run ``job`` (its ``outtmpl`` and ``cookies`` are set here) on the remote machine and bring the clip back
         into ``local_dir``, checked against the remote's size and sha256. Raises :class:`PersistbenchError`
         with yt-dlp's message (``.message``) when the download failed there."""
-        from persistbench.io import ytdl_job
+        from persistbench.suites.persistbench.build import ytdl_job
 
         folder = job_folder(job)
         job = {**job, "outtmpl": f"~/{folder}/clip.%(ext)s", "result": f"~/{folder}/result.json"}

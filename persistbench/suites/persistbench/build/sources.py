@@ -20,15 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from persistbench.core.errors import PersistbenchError
-from persistbench.io import ytdl_job
 from persistbench.io.files import file_lock, write_json
 from persistbench.io.names import child, remove_tree
 from persistbench.io.video import decode_with_pts, ffmpeg_exe, probe
-from persistbench.io.ytdl_job import VIDEO_SUFFIXES
+from persistbench.suites.persistbench.build import ytdl_job
 from persistbench.suites.persistbench.build.recipes import Recipe
 from persistbench.suites.persistbench.build.remote import RemoteDownloadFailed, RemoteError, SshTarget, host
 from persistbench.suites.persistbench.build.source_errors import explain
 from persistbench.suites.persistbench.build.throttle import Throttle
+from persistbench.suites.persistbench.build.ytdl_job import VIDEO_SUFFIXES
 from persistbench.suites.persistbench.layout import CacheLayout
 
 YOUTUBE_HOSTS = ("youtube.com", "youtu.be", "youtube-nocookie.com")
@@ -148,7 +148,7 @@ def local_clip(recipe: Recipe, sources_dir: Path) -> Path:
 
 
 def job(recipe: Recipe, opts: SourceOptions, out_dir: str, t0: float, t1: float) -> dict:
-    """The yt-dlp job of ``recipe``'s clip (:mod:`persistbench.io.ytdl_job`): video only, the best format not
+    """The yt-dlp job of ``recipe``'s clip (:mod:`persistbench.suites.persistbench.build.ytdl_job`): video only, the best format not
     above the recipe's source resolution, only ``[t0, t1]`` seconds unless the source is a local file;
     ``out_dir`` is where the clip is written, on the machine that runs the job."""
     height = recipe.source.height

@@ -146,9 +146,9 @@ class PairVideo:
         return [self._objects[a, b, key] for a, b in pairs]
 
     def object_persistence(self, pairs, p: dict) -> list[tuple[float, float]]:
-        """Upstream's object family of each pair (:func:`persistbench.metrics.objects.persistence`): ``(appearance,
+        """Upstream's object family of each pair (:func:`persistbench.suites.r2m.objects.persistence`): ``(appearance,
         semantic)`` persistence, the objects of each frame found once per concept list."""
-        from persistbench.metrics import objects
+        from persistbench.suites.r2m import objects
 
         key = tuple(sorted(p.items()))
         texts: dict[str, np.ndarray | None] = {}
@@ -171,10 +171,10 @@ class PairVideo:
         return [self._grounded[a, b, key] for a, b in pairs]
 
     def scene_objects(self, i: int, prompt: str, keep: int, p: dict) -> list:
-        """The :class:`~persistbench.metrics.objects.SceneObject` s of frame ``i`` for the concepts ``prompt``: boxes
+        """The :class:`~persistbench.suites.r2m.objects.SceneObject` s of frame ``i`` for the concepts ``prompt``: boxes
         above the thresholds, suppressed, the first ``keep``, masked, embedded and ranked."""
         from persistbench.io.images import transformed
-        from persistbench.metrics import objects
+        from persistbench.suites.r2m import objects
 
         key = (i, prompt, keep, tuple(sorted(p.items())))
         if key in self._scene_objects:

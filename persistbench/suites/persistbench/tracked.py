@@ -1,4 +1,5 @@
-"""The arithmetic of PersistBench's published protocol (``default-three-paper-v3``), as functions on arrays.
+"""The arithmetic of PersistBench's published protocol (``default-three-paper-v3``), as functions on arrays, and
+its three tracked metrics (registered in :data:`persistbench.metrics.registry.METRICS` when imported).
 
 Frames are ``(H, W, 3)`` uint8 RGB at the evaluation size, masks ``(H, W)`` bool. Per-frame
 series are lists with NaN where a frame has no value (before the tracking start, or not eligible).
@@ -12,8 +13,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
+
+from persistbench.metrics.registry import MetricSpec, register
 
 
 @dataclass(frozen=True)
@@ -121,26 +125,6 @@ def place_mask(mask: np.ndarray, src: Box, dst: Box) -> np.ndarray:
     x1, y1 = min(dst.width, dx1), min(dst.height, dy1)
     out[dy0:y1, dx0:x1] = resized[: y1 - dy0, : x1 - dx0]
     return out
-
-
-def mask_grid(mask: np.ndarray, gh: int, gw: int) -> np.ndarray:
-    """Which cells of a ``gh`` x ``gw`` patch grid over ``mask`` hold any of it: torch's ``area`` interpolation
-    (adaptive average pooling, cells ``[floor(i H / gh), ceil((i + 1) H / gh))``) of the mask, > 0."""
-    h, w = mask.shape
-    m = np.asarray(mask, bool)
-    rows = [(i * h // gh, -(-(i + 1) * h // gh)) for i in range(gh)]
-    cols = [(j * w // gw, -(-(j + 1) * w // gw)) for j in range(gw)]
-    return np.array([[m[r0:r1, c0:c1].any() for c0, c1 in cols] for r0, r1 in rows])
-
-
-def pooled(features: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """The L2-normalised (+1e-8) mean of the ``(gh, gw, C)`` patch features in the cells ``mask`` touches
-    (every cell when it touches none)."""
-    cells = mask_grid(mask, *features.shape[:2])
-    if not cells.any():
-        cells[:] = True
-    v = features[cells].astype(np.float64).mean(axis=0)
-    return v / (np.linalg.norm(v) + 1e-8)
 
 
 @dataclass
@@ -266,3 +250,51 @@ def judge_statuses(
             put([i for i in range(start, n) if status[i] is None])
             break
     return status, sorted(seen)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrackedMetric(MetricSpec):
+    """``function(case: Tracked, params) -> list[float]``: one value per frame of a matched, tracked case."""
+
+    kind: ClassVar[str] = "tracked"
+
+
+def _permanence(t: Tracked, p: dict) -> list[float]:
+    return object_permanence(t)
+
+
+def _motion(t: Tracked, p: dict) -> list[float]:
+    return motion_continuity(t.ref_masks, t.pred_masks, t.start)
+
+
+def _appearance(t: Tracked, p: dict) -> list[float]:
+    return list(t.similarity)
+
+
+TRACKED_METRICS: tuple[TrackedMetric, ...] = (
+    TrackedMetric(
+        name="object_permanence",
+        family="paper",
+        higher_is_better=True,
+        value_range=(0.0, 1.0),
+        function=_permanence,
+        params="object_permanence",
+        rate=True,
+    ),
+    TrackedMetric(
+        name="motion_continuity",
+        family="paper",
+        higher_is_better=True,
+        value_range=(0.0, 1.0),
+        function=_motion,
+    ),
+    TrackedMetric(
+        name="appearance_preservation",
+        family="paper",
+        higher_is_better=True,
+        value_range=(-1.0, 1.0),
+        function=_appearance,
+        params="appearance_preservation",
+    ),
+)
+register(*TRACKED_METRICS)
