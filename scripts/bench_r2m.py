@@ -30,9 +30,10 @@ import cv2
 import numpy as np
 
 from persistbench.io.video import read_frames
-from persistbench.metrics.registry import METRICS, PairVideo
+from persistbench.metrics.registry import METRICS
 from persistbench.suites.r2m import layout, pairs, synth
 from persistbench.suites.r2m.data import read_trajectory
+from persistbench.suites.r2m.pair_video import PairVideo
 from persistbench.suites.r2m.suite import R2MBench
 
 FAMILIES = ("frame_psnr", "frame_ssim", "sift_match_ratio", "sift_inlier_ratio")

@@ -305,7 +305,7 @@ def _textured_pair() -> dict[int, np.ndarray]:
 @pytest.mark.parametrize("field", sorted(R2M_VALUES))
 def test_r2m_metric_fields_act(r2m_tree, tmp_path, field):
     if field.startswith("sift."):  # the synthetic scene is smooth: SIFT needs texture to show its parameters
-        from persistbench.metrics.registry import PairVideo
+        from persistbench.suites.r2m.pair_video import PairVideo
 
         def sift(config):
             protocol, video = _load(R2MBench, config, tmp_path), PairVideo(_textured_pair())
