@@ -20,8 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the loopback sshd the tests use
 
-from download_cli import download
-from sshd import MISSING, sshd
+from fakes.download_cli import download
+from fakes.sshd import MISSING, sshd
 
 from persistbench.io.serve import FileServer
 from persistbench.suites.persistbench.synth import SynthConfig, generate

@@ -5,9 +5,9 @@ Under pytest-xdist (``-n 2``) the workers share them: the first worker to need o
 under a file lock in the run's common temporary folder; the others wait for it and reuse it. Tests
 copy a shared tree before damaging it.
 
-The fast tier: a test is ``slow`` when it uses one of :data:`SLOW_FIXTURES` (data that takes seconds to
-build, a Ray cluster, the demo) or is one of :data:`SLOW_TESTS`; ``pytest -m "not slow"`` runs the rest
-(about a minute on 2 cores) and still reaches every test module.
+The fast tier: a test that takes seconds (it builds shared data, starts a cluster or a server, runs a whole
+chain) is marked ``@pytest.mark.slow`` where it is defined (``pytestmark`` for a whole module);
+``pytest -m "not slow"`` runs the rest.
 """
 
 from __future__ import annotations
@@ -26,63 +26,6 @@ from persistbench.suites.persistbench.build.reconstruct import clip_frames, reco
 from persistbench.suites.persistbench.synth import SynthConfig, generate
 
 SMALL = SynthConfig(scenes=2, seed=3, pano_size=(512, 256), view_size=(128, 96), n_frames=24, fps=8.0)
-
-SLOW_FIXTURES = {
-    # conftest's shared data
-    "synth_dir",
-    "dataset_dir",
-    "dataset_copy",
-    "sample_ds",
-    "r2m_tree",
-    "checkpoints",
-    # module fixtures that run whole chains
-    "demo_dir",
-    "ray_executor",
-    "oracle_run",
-    "scored_hold",
-    "wrop_run",
-    "hold_run",
-    "hold_run_small",
-    "pose_run",
-    "local_synth",
-    "served",
-    "reference",
-    "scenes",
-    "dist",
-    "fetched",
-    "classic",
-    "runs",
-    "kind_summaries",
-    "wrop_corpus",
-}
-SLOW_TESTS = {  # slow without a slow fixture: whole chains through the command line
-    "test_the_readme_first_command_runs_as_written",
-    "test_hold_gains_exactly_zero_and_flow_gains_in_the_changed_region",
-    "test_synth_cli_is_byte_reproducible",
-    "test_persistbench_outputs_unchanged",
-    "test_exact_outputs_do_not_depend_on_the_simd_level",
-    "test_doctor_checks_the_judge_endpoint",
-    "test_scores_are_identical_from_disk_over_http_and_after_fetch",
-    "test_the_hub_through_huggingface_hubs_file_system",
-    "test_bundled_sample_offline_and_checksums",
-    "test_a_local_ray_removes_its_session_folder",
-    "test_doctor_does_not_call_missing_pieces_ready",
-    "test_fingerprint_refuses_another_sample_clip_and_accepts_reencodes",
-    "test_a_slow_drip_server_is_cut_at_the_timeout",
-    "test_a_new_users_walk_through_meets_no_surprise",
-}
-
-
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) or item.originalname in SLOW_TESTS:
-            item.add_marker(pytest.mark.slow)
-
-
-def pytest_configure(config):
-    config.addinivalue_line(
-        "markers", "slow: seconds or more (heavy fixtures, whole chains); deselect with -m 'not slow'"
-    )
 
 
 def shared(tmp_path_factory, name: str, build: Callable[[Path], Path]) -> Path:
@@ -205,7 +148,7 @@ def checkpoints(tmp_path_factory) -> dict[str, Path]:
 @pytest.fixture(scope="module")
 def sshd_server(tmp_path_factory):
     """A real OpenSSH server on loopback (tests/sshd.py) for one test module, as the download backends' remote."""
-    from sshd import sshd
+    from fakes.sshd import sshd
 
     with sshd(tmp_path_factory.mktemp("sshd")) as running:
         yield running

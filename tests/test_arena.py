@@ -163,6 +163,7 @@ def test_votes_are_append_only_once_per_pair_and_merge_across_studies(wrop_runs,
         Store.create(tmp_path / "s", {**study.describe(), "runs": ["a", "b"]})
 
 
+@pytest.mark.slow
 def test_studies_of_each_suite_serve_their_context_and_predictions(wrop_runs, r2m, sample_ds, tmp_path):
     """Three runs of each suite: the context, reference and predictions decoded; R2M-Bench's and
     PersistBench's studies voted on with the keyboard in headless Chromium (WROP's below)."""
@@ -357,7 +358,7 @@ def test_raters_vote_with_the_keyboard_through_a_crash_and_nothing_is_lost(tmp_p
 def test_the_judge_rates_in_both_orders_beside_the_people(wrop_runs, tmp_path, monkeypatch):
     """A loopback judge that always prefers the side that moves away from the context's last frame (and, a
     second one, always says "left"): both orders of every pair asked; a side preference cancels to ties."""
-    from judge_server import JudgeServer, completion, images
+    from fakes.judge_server import JudgeServer, completion, images
 
     from persistbench.arena.store import Store
     from persistbench.arena.study import open_study
@@ -411,6 +412,7 @@ def test_the_judge_rates_in_both_orders_beside_the_people(wrop_runs, tmp_path, m
     assert {v["answer"] for v in Store(other).votes()} == {"tie"}  # a side preference cancels
 
 
+@pytest.mark.slow
 def test_the_page_shows_the_object_asked_about_and_raters_keep_their_links(sample_ds, tmp_path):
     """Without --reference the rater still sees which object the question is about; a lost link is printed
     again; a page opened without a token says how to get one (not raw JSON); a closed study takes no rater."""

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from judge_server import JudgeServer, completion, seen, state
+from fakes.judge_server import JudgeServer, completion, seen, state
 
 from persistbench.backends import BACKENDS, BackendOptions, BackendUnavailable, JudgeOptions, check_backend, load
 from persistbench.backends.features import IMAGENET_MEAN, IMAGENET_STD, PatchFeatures
@@ -47,6 +47,7 @@ def _opts(checkpoints, judge=None) -> BackendOptions:
 # ---------------------------------------------------------------- weights
 
 
+@pytest.mark.slow
 def test_weights_resolve_from_a_folder_and_record_their_sha256(checkpoints):
     import hashlib
 
@@ -74,6 +75,7 @@ def test_missing_weights_say_which_and_how(tmp_path, monkeypatch):
 # ---------------------------------------------------------------- features, masking and pooling
 
 
+@pytest.mark.slow
 def test_patch_features_are_the_models_normed_patch_tokens(checkpoints):
     from transformers import AutoModel
 
@@ -296,6 +298,7 @@ def _score(run, checkpoints, url, *extra):
     return CliRunner().invoke(main, [*args, *weights, "--judge-url", url, "--judge-model", "judge-x", *extra])
 
 
+@pytest.mark.slow
 def test_paper_v3_scores_a_run_with_every_backend(oracle_run, checkpoints, tmp_path, monkeypatch):
     pytest.importorskip("sam2", reason="paper-v3's tracker is the sam2 package: pip install -e '.[sam2]'")
     monkeypatch.setenv("PERSISTBENCH_CACHE", str(tmp_path / "cache"))
@@ -400,6 +403,7 @@ def test_runs_scored_with_other_weights_or_judges_are_flagged():
         assert warning.startswith("The runs' model-based scores come from different weights or judges")
 
 
+@pytest.mark.slow
 def test_a_public_result_that_does_not_add_up_is_refused(oracle_run):
     record = {
         "uid": "c",
@@ -476,6 +480,7 @@ def test_compare_public_reports_each_difference(tmp_path):
     assert broken.returncode == 2 and "dynamic__b/result.json: not a default-three-paper-v3 result" in broken.stderr
 
 
+@pytest.mark.slow
 def test_paper_v3_without_backends_fails_in_one_line(oracle_run, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -495,6 +500,7 @@ def _frames(n=3, h=42, w=56, seed=5) -> dict[int, np.ndarray]:
     return {i: cv2.GaussianBlur(rng.integers(0, 256, (h, w, 3), dtype=np.uint8), (0, 0), 1.5) for i in range(n)}
 
 
+@pytest.mark.slow
 def test_the_global_descriptor_is_the_class_token_and_scene_identity_its_cosine(checkpoints):
     from transformers import AutoModel
 
@@ -515,6 +521,7 @@ def test_the_global_descriptor_is_the_class_token_and_scene_identity_its_cosine(
     assert got[1] == pytest.approx(1.0, abs=1e-6)
 
 
+@pytest.mark.slow
 def test_scene_identity_under_upstreams_transform_is_torchvisions_resize_and_crop(checkpoints):
     """r2m-v2's DINOv2 input is upstream's transform: torchvision Resize(short, BICUBIC) of the PIL frame,
     CenterCrop, ToTensor, ImageNet Normalize; computed here by torchvision itself."""
@@ -540,6 +547,7 @@ def test_scene_identity_under_upstreams_transform_is_torchvisions_resize_and_cro
     assert got[0] == pytest.approx(float(d[0] @ d[1]), abs=1e-6)
 
 
+@pytest.mark.slow
 def test_place_recognition_descriptors_come_from_an_exported_program(checkpoints, tmp_path):
     with pytest.raises(BackendUnavailable, match="backend boq: no weights; pass --weights boq=FILE.pt2"):
         check_backend("boq", BackendOptions())
@@ -590,6 +598,7 @@ def test_place_recognition_descriptors_come_from_an_exported_program(checkpoints
         )
 
 
+@pytest.mark.slow
 def test_lightglue_matches_do_not_depend_on_the_batch_and_give_both_ratios(checkpoints):
     w = resolve(BACKENDS["superpoint-lightglue"], str(checkpoints["superpoint-lightglue"]), False)
     frames = _frames(3, 96, 128)
@@ -670,6 +679,7 @@ def _score_r2m(run, tree, protocol, checkpoints, url, *extra):
     return CliRunner().invoke(main, args)
 
 
+@pytest.mark.slow
 def test_r2m_every_family_scores_with_its_backends(r2m_tree, checkpoints, tmp_path, monkeypatch):
     monkeypatch.setenv("PERSISTBENCH_CACHE", str(tmp_path / "cache"))
     run = RunLayout(Path(shutil.copytree(r2m_tree / "videos" / "pose", tmp_path / "run")))
@@ -713,6 +723,7 @@ def test_r2m_every_family_scores_with_its_backends(r2m_tree, checkpoints, tmp_pa
     assert json.loads(run.summary_json(dirname).read_text())["metrics"] == summary["metrics"]
 
 
+@pytest.mark.slow
 def test_r2m_backends_missing_are_unavailable_or_stop_the_run(r2m_tree, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
     run = Path(shutil.copytree(r2m_tree / "videos" / "pose", tmp_path / "run"))

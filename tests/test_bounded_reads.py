@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from clirun import refused, run_cli
+from fakes.clirun import refused, run_cli
 
 from persistbench.core.errors import PersistbenchError
 from persistbench.io.files import parse_json, read_bounded, read_json
@@ -176,6 +176,7 @@ def scored_hold(r2m, tmp_path_factory) -> Path:
     return run
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "damage",
     [
@@ -198,6 +199,7 @@ def test_report_leaves_damaged_records_out(scored_hold, tmp_path, damage):
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_report_refuses_a_summary_of_another_shape_in_one_line(scored_hold, tmp_path):
     run = Path(shutil.copytree(scored_hold, tmp_path / "hold"))
     summary = next(run.glob("scores/*/summary.json"))
@@ -208,6 +210,7 @@ def test_report_refuses_a_summary_of_another_shape_in_one_line(scored_hold, tmp_
     assert not (tmp_path / "r.html").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("header", "needle"),
     [
@@ -228,6 +231,7 @@ def test_report_finds_the_scorer_from_the_scores_header(scored_hold, tmp_path, h
     assert not (tmp_path / "r.html").exists()
 
 
+@pytest.mark.slow
 def test_report_refuses_runs_of_two_scorers_in_one_line(scored_hold, tmp_path):
     one, two = (Path(shutil.copytree(scored_hold, tmp_path / n)) for n in ("a", "b"))
     summary = next(two.glob("scores/*/summary.json"))
@@ -237,11 +241,13 @@ def test_report_refuses_runs_of_two_scorers_in_one_line(scored_hold, tmp_path):
     assert not (tmp_path / "r.html").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value", ["nan", "inf"])  # -inf: below the range already
 def test_cpus_per_task_must_be_finite(scored_hold, value):
     refused(run_cli("score", "--pred", scored_hold, "--cpus-per-task", value), "--cpus-per-task", "not a finite number")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("options", "needle"),
     [

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from clirun import refused, run_cli
+from fakes.clirun import refused, run_cli
 
 from persistbench.core.errors import PersistbenchError
 from persistbench.core.schema import size_hw
@@ -133,6 +133,7 @@ def wrop_run(tmp_path_factory) -> tuple[Path, Path]:
     return root / "corpus", root / "run"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", [(16, 16), (192, 320), (4096, 4096)])
 def test_a_wrop_prediction_at_another_size_than_asked_is_refused(wrop_run, tmp_path, size):
     corpus, run = wrop_run

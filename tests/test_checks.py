@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from clirun import refused, run_cli
+from fakes.clirun import refused, run_cli
 
 from persistbench.core.errors import PersistbenchError
 from persistbench.io.tarindex import LocalFile, build_index, cached_index
@@ -174,6 +174,7 @@ def _resume(r2m: Path, run: Path) -> subprocess.CompletedProcess:
     return result
 
 
+@pytest.mark.slow
 def test_resume_redoes_cases_whose_outputs_are_gone_or_changed(r2m, hold_run):
     videos = sorted(hold_run.glob("*/*/gen.mp4"))
     want = {v: v.read_bytes() for v in videos}
@@ -184,6 +185,7 @@ def test_resume_redoes_cases_whose_outputs_are_gone_or_changed(r2m, hold_run):
     assert "done 0, skipped 3, failed 0" in _resume(r2m, hold_run).stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "damage",
     [
@@ -316,6 +318,7 @@ def pose_run(r2m, tmp_path) -> Path:
     return Path(shutil.copytree(r2m / "videos" / "pose", tmp_path / "pose"))
 
 
+@pytest.mark.slow
 def test_a_pair_file_gives_only_its_pairs_and_a_bounded_meta(r2m, pose_run, tmp_path):
     first = run_cli("score", "--pred", pose_run, "--dataset", r2m, "--metrics", "frame_psnr", "--no-progress")
     assert first.returncode == 0, first.stdout + first.stderr
@@ -336,6 +339,7 @@ def test_a_pair_file_gives_only_its_pairs_and_a_bounded_meta(r2m, pose_run, tmp_
     refused(run_cli(*args, "--pairs", theirs), str(big), "meta")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("field", "value", "needle"),
     [

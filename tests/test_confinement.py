@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from clirun import refused, run_cli
+from fakes.clirun import refused, run_cli
 
 from persistbench.core.errors import PersistbenchError
 from persistbench.io.names import child, confined

@@ -85,6 +85,7 @@ def _chain_digests(tmp: Path, env: dict[str, str]) -> dict[str, str]:
     return json.loads(out.stdout.splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_exact_outputs_do_not_depend_on_the_simd_level(tmp_path):
     """Everything but the float scores is byte-identical with OpenCV's and NumPy's dispatch held to SSE2/SSE3."""
     fast = _chain_digests(tmp_path / "fast", {})

@@ -97,6 +97,7 @@ def test_selection_and_options():
     assert "--gpus-per-task need --executor ray" in cli(*args, code=2)
 
 
+@pytest.mark.slow
 def test_processes_give_the_serial_bytes_and_records_say_where_time_went(sample_ds, tmp_path):
     serial, procs = tmp_path / "serial", tmp_path / "procs"
     a = infer(InferOptions(dataset=sample_ds, output=serial, model="reproject"), progress=False)
@@ -110,13 +111,16 @@ def test_processes_give_the_serial_bytes_and_records_say_where_time_went(sample_
     assert all(set(r["phases"]) == {"decode", "model", "write"} and r["attempts"] == 1 for r in records)
     assert len({r["worker"] for r in records}) == 2  # two processes shared the cases
     assert all(sum(r["phases"].values()) <= r["seconds"] + 1e-6 for r in records)
-    assert score(ScoreOptions(pred=procs, dataset=sample_ds, metrics=("psnr",)), ProcessExecutor(2), progress=False).ok
+    assert score(
+        ScoreOptions(pred=procs, dataset=sample_ds, metrics=("psnr",)), None, ProcessExecutor(2), progress=False
+    ).ok
     page = build_report([procs], tmp_path / "report.html").read_text()
     timing = page[page.index("Where the time went") : page.index("</table>", page.index("Where the time went"))]
     assert "<td>infer</td><td>8</td>" in timing and "<td>score</td><td>8</td>" in timing
     assert all(phase in timing for phase in ("decode", "model", "write", "metrics"))
 
 
+@pytest.mark.slow
 def test_a_killed_process_worker_is_replaced_and_its_case_retried(sample_ds, tmp_path):
     clean = infer(InferOptions(dataset=sample_ds, output=tmp_path / "clean", model="hold"), progress=False)
     marker = tmp_path / "marker"
@@ -130,6 +134,7 @@ def test_a_killed_process_worker_is_replaced_and_its_case_retried(sample_ds, tmp
     assert digests(tmp_path / "clean") == digests(tmp_path / "killed")
 
 
+@pytest.mark.slow
 def test_a_case_that_kills_every_worker_fails_after_the_retries_and_the_rest_runs(sample_ds, tmp_path):
     victim = sorted(p.name for p in sample_ds.glob("*/*") if p.is_dir())[0]
     opts = InferOptions(dataset=sample_ds, output=tmp_path / "r", model=f"{ADAPTERS}:DiesOn", config={"uid": victim})
@@ -141,6 +146,7 @@ def test_a_case_that_kills_every_worker_fails_after_the_retries_and_the_rest_run
     assert marked[failed.key]["status"] == "failed" and marked[failed.key]["attempts"] == 2
 
 
+@pytest.mark.slow
 def test_a_case_that_raises_is_not_retried(dataset_copy, tmp_path):
     victim = next(dataset_copy.glob("*/*/view_0/frames/frame_0000.png"))
     victim.write_bytes(b"not a png")
@@ -152,6 +158,7 @@ def test_a_case_that_raises_is_not_retried(dataset_copy, tmp_path):
 # ---------------------------------------------------------------- every stage sharded, then --aggregate-only
 
 
+@pytest.mark.slow
 def test_every_stage_takes_shards_then_aggregate_only(synth_dir, dataset_dir, tmp_path):
     recipes = synth_dir / "recipes.jsonl"
     whole, parts = tmp_path / "whole", tmp_path / "parts"
@@ -195,6 +202,7 @@ def test_every_stage_takes_shards_then_aggregate_only(synth_dir, dataset_dir, tm
     assert digests(whole / "fetched") == digests(parts / "fetched")
 
 
+@pytest.mark.slow
 def test_an_interrupted_pack_keeps_its_staged_pairs(dataset_dir, tmp_path):
     from persistbench.suites.persistbench.dist.pack import pack, staging_dir
 
@@ -227,6 +235,7 @@ def ray_executor(ray_home):
             yield ex
 
 
+@pytest.mark.slow
 def test_ray_gives_the_serial_bytes_on_the_bundled_sample(ray_executor, ray_home, sample_ds, tmp_path):
     opts = DownloadOptions(output=tmp_path / "ds", sources=SourceOptions(cache=tmp_path / "cache"), progress=False)
     result = download(resolve_recipes(None, tmp_path / "cache"), opts, ray_executor)
@@ -235,13 +244,16 @@ def test_ray_gives_the_serial_bytes_on_the_bundled_sample(ray_executor, ray_home
     for name, ex in (("serial", None), ("ray", ray_executor)):
         run = tmp_path / name / "run"  # the run's name is in its results
         assert infer(InferOptions(dataset=sample_ds, output=run, model="hold"), executor=ex, progress=False).ok
-        assert score(ScoreOptions(pred=run, dataset=sample_ds, metrics=("psnr", "ssim", "iou")), ex, progress=False).ok
+        assert score(
+            ScoreOptions(pred=run, dataset=sample_ds, metrics=("psnr", "ssim", "iou")), None, ex, progress=False
+        ).ok
     assert digests(tmp_path / "serial") == digests(tmp_path / "ray")
     workers = {r["worker"] for r in read_records(tmp_path / "ray" / "run" / ".state")}
     assert len(workers) == 2 and all(int(w.split(":")[1]) != os.getpid() for w in workers)
     assert not list(ray_home.iterdir())  # a local Ray's token and files stay out of ~ (no ~/.ray)
 
 
+@pytest.mark.slow
 def test_ray_gives_the_serial_bytes_on_r2m_and_wrop(ray_executor, tmp_path):
     tree = make_r2m(tmp_path / "r2m", R2MSynthConfig(cases=1))
     corpus = tmp_path / "wrop"
@@ -251,10 +263,11 @@ def test_ray_gives_the_serial_bytes_on_r2m_and_wrop(ray_executor, tmp_path):
             run = tmp_path / name / dataset.name
             assert infer(InferOptions(dataset=dataset, output=run, model=model), executor=ex, progress=False).ok
             opts = ScoreOptions(pred=run, dataset=dataset, metrics=metrics)
-            assert score(opts, ex, allow_partial=True, progress=False).value is not None
+            assert score(opts, None, ex, allow_partial=True, progress=False).value is not None
         assert digests(tmp_path / "serial" / dataset.name) == digests(tmp_path / "ray" / dataset.name)
 
 
+@pytest.mark.slow
 def test_a_killed_ray_worker_is_retried_and_the_output_is_identical(ray_executor, sample_ds, tmp_path):
     clean = infer(InferOptions(dataset=sample_ds, output=tmp_path / "clean", model="hold"), progress=False)
     marker = tmp_path / "marker"
@@ -270,6 +283,7 @@ def test_a_killed_ray_worker_is_retried_and_the_output_is_identical(ray_executor
     assert digests(tmp_path / "clean") == digests(tmp_path / "killed")
 
 
+@pytest.mark.slow
 def test_a_ray_case_that_kills_every_worker_is_reported_after_the_retries(
     ray_executor, sample_ds, tmp_path, monkeypatch
 ):
@@ -290,6 +304,7 @@ def fresh_workers(ray_executor):
     ray_executor.release_workers()
 
 
+@pytest.mark.slow
 def test_ray_workers_in_another_folder_see_the_drivers_paths(fresh_workers, sample_ds, tmp_path, monkeypatch):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -301,6 +316,7 @@ def test_ray_workers_in_another_folder_see_the_drivers_paths(fresh_workers, samp
     assert not any(elsewhere.iterdir())
 
 
+@pytest.mark.slow
 def test_the_cli_runs_on_ray(fresh_workers, dataset_dir, tmp_path):
     args = ("--no-progress", "--model", "hold", "--dataset", dataset_dir, "--output", tmp_path / "run")
     out = cli("infer", *args, "--executor", "ray", "--cpus-per-task", "0.5")
@@ -318,6 +334,7 @@ def test_a_worker_without_the_drivers_folder_fails_each_case_saying_what_to_shar
     assert "mounted at the same path on every node" in outcome.reason
 
 
+@pytest.mark.slow
 def test_the_slurm_script_runs_each_stage_as_an_array_then_aggregates(synth_dir, tmp_path):
     script = Path(__file__).parent.parent / "scripts" / "slurm_array.sh"
     env = {
@@ -352,6 +369,7 @@ def _ray_orphans() -> set[int]:
     return found
 
 
+@pytest.mark.slow
 def test_a_killed_ray_driver_is_resumed_by_a_rerun(ray_executor, sample_ds, tmp_path):
     clean = tmp_path / "clean" / "run"
     assert infer(InferOptions(dataset=sample_ds, output=clean, model="reproject"), progress=False).ok
@@ -390,6 +408,7 @@ def test_r2m_and_wrop_fetch_take_shards_then_aggregate_only(tmp_path):
         assert digests(tmp_path / suite / "whole") == digests(tmp_path / suite / "parts")
 
 
+@pytest.mark.slow
 def test_an_address_without_a_ray_cluster_is_one_line_at_once(ray_executor, dataset_dir, tmp_path):
     with socket.socket() as sock:  # a port with nobody listening
         sock.bind(("127.0.0.1", 0))
@@ -401,6 +420,7 @@ def test_an_address_without_a_ray_cluster_is_one_line_at_once(ray_executor, data
     assert not (tmp_path / "run").exists()  # refused before anything is written
 
 
+@pytest.mark.slow
 def test_more_ray_workers_than_cpus_still_runs_every_case(ray_executor, sample_ds, tmp_path):
     """Issue 22, item 5: --workers beyond the cluster's CPUs used to leave a case waiting for ever."""
     ray_executor.workers = 10_000
@@ -413,6 +433,7 @@ def test_more_ray_workers_than_cpus_still_runs_every_case(ray_executor, sample_d
     assert result.ok and result.count("done") == 8
 
 
+@pytest.mark.slow
 def test_ray_address_check_speaks_to_the_real_gcs_and_refuses_an_http_server(ray_executor):
     import http.server
     import threading
@@ -431,6 +452,7 @@ def test_ray_address_check_speaks_to_the_real_gcs_and_refuses_an_http_server(ray
         server.shutdown()
 
 
+@pytest.mark.slow
 def test_a_local_ray_removes_its_session_folder():
     pytest.importorskip("ray")
     import shutil

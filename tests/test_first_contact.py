@@ -17,7 +17,7 @@ import matplotlib.colors
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from clirun import refused, run_cli
+from fakes.clirun import refused, run_cli
 
 from persistbench.cli import main
 from persistbench.io.files import sha256_file
@@ -81,6 +81,7 @@ def sample_copy(sample_ds, tmp_path) -> Path:
     return Path(shutil.copytree(sample_ds, tmp_path / "ds"))
 
 
+@pytest.mark.slow
 def test_infer_into_its_dataset_is_refused_and_changes_nothing(sample_copy, tmp_path):
     before = _tree(sample_copy)
     for output in (sample_copy, sample_copy / "runs" / "hold", tmp_path):
@@ -91,6 +92,7 @@ def test_infer_into_its_dataset_is_refused_and_changes_nothing(sample_copy, tmp_
     assert run_cli("verify", sample_copy).returncode == 0
 
 
+@pytest.mark.slow
 def test_a_folder_of_another_kind_is_refused(sample_copy, tmp_path):
     run = tmp_path / "runs" / "hold"
     assert (
@@ -115,6 +117,7 @@ def test_a_folder_of_another_kind_is_refused(sample_copy, tmp_path):
     assert _tree(run) == run_before and _tree(other) == other_before
 
 
+@pytest.mark.slow
 def test_download_rebuilds_a_completed_case_whose_files_are_gone(sample_ds, sample_copy):
     """A case marked complete whose folder was replaced is redone, not skipped on trust."""
     victim = next(p for p in sorted((sample_copy / "dynamic").iterdir()) if p.is_dir())
@@ -200,6 +203,7 @@ def _without(tmp_path: Path, *modules: str) -> dict[str, str]:
     return {"PYTHONPATH": str(site)}
 
 
+@pytest.mark.slow
 def test_arena_without_its_extra_is_one_line_naming_the_install(sample_copy, tmp_path):
     run = tmp_path / "runs" / "hold"
     assert (
@@ -239,6 +243,7 @@ def test_doctor_names_a_node_that_is_too_old(tmp_path):
     assert "pip install deno" in result.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("typo", "meant"),
     [
@@ -273,6 +278,7 @@ def deep_inside(inp):
 """
 
 
+@pytest.mark.slow
 def test_a_model_that_raises_keeps_its_traceback_in_the_record_and_a_log(sample_ds, tmp_path):
     (tmp_path / "broken.py").write_text(BROKEN_MODEL)
     run = tmp_path / "run"
@@ -288,6 +294,7 @@ def test_a_model_that_raises_keeps_its_traceback_in_the_record_and_a_log(sample_
     assert "in deep_inside" in debug.stderr
 
 
+@pytest.mark.slow
 def test_a_bad_model_leaves_no_run_folder(sample_ds, tmp_path):
     refused(run_cli("infer", "--model", "nope.py:X", "--dataset", sample_ds, "-o", tmp_path / "r"), "no such file")
     refused(run_cli("infer", "--model", "holdd", "--dataset", sample_ds, "-o", tmp_path / "r"), "unknown model")
@@ -302,6 +309,7 @@ def hold_run(sample_ds, tmp_path_factory) -> Path:
     return run
 
 
+@pytest.mark.slow
 def test_a_requested_metric_computed_for_no_case_fails_the_command(hold_run, tmp_path):
     run = Path(shutil.copytree(hold_run, tmp_path / "hold"))
     env = _without(tmp_path, "torch")
@@ -312,6 +320,7 @@ def test_a_requested_metric_computed_for_no_case_fails_the_command(hold_run, tmp
     assert run_cli("score", "--pred", run, "--metrics", "psnr", "--no-progress", env=env).returncode == 0
 
 
+@pytest.mark.slow
 def test_run_json_says_how_the_model_inputs_were_resized(sample_ds, hold_run):
     """The sampling note is made from the resize the request runs (PIL bilinear), not written by hand."""
     from persistbench.core.case import CaseRef
@@ -319,8 +328,8 @@ def test_run_json_says_how_the_model_inputs_were_resized(sample_ds, hold_run):
     from persistbench.geometry.sampling import crop_box, crop_resize
 
     info = json.loads((hold_run / "run.json").read_text())
-    assert "bilinear resize (PIL, antialiased)" in info["protocol"]["sampling"]
-    assert "area" not in info["protocol"]["sampling"]
+    assert "bilinear resize (PIL, antialiased)" in info["sampling"]["rule"]
+    assert "area" not in info["sampling"]["rule"]
     suite = open_suite(sample_ds)
     case = suite.cases()[0]
     req = suite.request(CaseRef(case.subset, case.case_id), 3, (48, 80), False)
@@ -332,6 +341,7 @@ def test_run_json_says_how_the_model_inputs_were_resized(sample_ds, hold_run):
     assert np.array_equal(got, pil) and not np.array_equal(got, area)
 
 
+@pytest.mark.slow
 def test_a_dataset_grown_in_place_keeps_its_runs_valid_for_the_cases_they_predicted(sample_ds, tmp_path):
     cache, ds, run = sample_ds.parent / "cache", tmp_path / "ds", tmp_path / "run"
     assert run_cli("download", "--limit", "4", "--output", ds, "--cache", cache, "--no-progress").returncode == 0
@@ -357,10 +367,10 @@ def test_a_dataset_grown_in_place_keeps_its_runs_valid_for_the_cases_they_predic
 
 
 def test_help_texts_agree_with_the_code():
-    from persistbench.models.registry import BUILTINS
+    from persistbench.models.registry import MODELS
 
     infer_help = CliRunner().invoke(main, ["infer", "--help"], terminal_width=400).output
-    assert all(name in infer_help for name in BUILTINS)
+    assert all(name in infer_help for name in MODELS)
     assert "default: 1, in this process" in infer_help
     synth_help = CliRunner().invoke(main, ["synth", "--help"], terminal_width=400).output
     assert "The benchmark (default: the first registered suite)" in synth_help and "--no-progress" in synth_help
@@ -375,6 +385,7 @@ def test_a_model_that_cannot_run_on_a_suite_is_refused_once(r2m, tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_paper_v3_names_every_backend_it_lacks_at_once(hold_run, tmp_path):
     run = Path(shutil.copytree(hold_run, tmp_path / "hold"))
     empty = tmp_path / "hf"
@@ -397,6 +408,7 @@ class Slow(HoldModel):
 """
 
 
+@pytest.mark.slow
 def test_ctrl_c_says_what_was_done_and_how_to_go_on(sample_ds, tmp_path):
     (tmp_path / "slow.py").write_text(SLOW_MODEL)
     run = tmp_path / "run"
@@ -416,6 +428,7 @@ def test_ctrl_c_says_what_was_done_and_how_to_go_on(sample_ds, tmp_path):
     assert resumed.returncode == 0 and "skipped 0" not in resumed.stdout, resumed.stdout + resumed.stderr
 
 
+@pytest.mark.slow
 def test_a_new_users_walk_through_meets_no_surprise(tmp_path):
     """scripts/walkthrough.py: the README's flows on the bundled sample, a first day's mistakes included."""
     spec = importlib.util.spec_from_file_location("walkthrough", ROOT / "scripts" / "walkthrough.py")
@@ -427,6 +440,7 @@ def test_a_new_users_walk_through_meets_no_surprise(tmp_path):
     assert "not one Error: line" in walkthrough.check(broken, result, tmp_path, *walkthrough.known_names())
 
 
+@pytest.mark.slow
 def test_the_report_says_where_the_psnr_cap_rules_and_draws_sheets_of_the_runs_named(hold_run, tmp_path):
     a = Path(shutil.copytree(hold_run, tmp_path / "a" / "hold"))
     b = Path(shutil.copytree(hold_run, tmp_path / "b" / "hold"))
@@ -459,7 +473,7 @@ def test_recipe_redirects_stay_on_the_server_asked(tmp_path):
     server is followed and its final URL recorded."""
     from http.server import BaseHTTPRequestHandler
 
-    from loopback import LoopbackServer
+    from fakes.loopback import LoopbackServer
 
     from persistbench.io import web
     from persistbench.suites.persistbench.build.download import resolve_recipes

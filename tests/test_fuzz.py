@@ -211,6 +211,7 @@ def wrop_corpus(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.slow
 @FUZZ
 @given(data=st.data())
 def test_wrop_checksums(wrop_corpus, data):
@@ -224,6 +225,7 @@ def _one_archive(corpus: Path) -> Path:
     return next((corpus / "train").glob("*.tar"))
 
 
+@pytest.mark.slow
 @FUZZ
 @given(data=st.data())
 def test_tar_headers(wrop_corpus, tmp_path, data):
@@ -238,6 +240,7 @@ def test_tar_headers(wrop_corpus, tmp_path, data):
     _refuses_cleanly(lambda: build_index(LocalFile(path), lambda name: None))
 
 
+@pytest.mark.slow
 @FUZZ
 @given(data=st.data())
 def test_wrop_members(wrop_corpus, tmp_path, data):

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from processes import group_alive
+from fakes.processes import group_alive
 
 from persistbench.cli import main
 from persistbench.core import layout
@@ -311,6 +311,7 @@ def test_cmd_adapter_output_is_bounded_before_decoding(tmp_path):
 # ------------------------------------------------------------------ 5. one-line errors
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args",
     [
@@ -333,6 +334,7 @@ def test_unwritable_outputs_give_one_line(dataset_dir, tmp_path, args, bad):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]  # nothing made on the way to the refusal
 
 
+@pytest.mark.slow
 def test_scores_that_cannot_be_written_give_one_line(dataset_dir, tmp_path):
     run = tmp_path / "run"
     run.mkdir()
@@ -341,6 +343,7 @@ def test_scores_that_cannot_be_written_give_one_line(dataset_dir, tmp_path):
     one_line_error(run_cli("score", "--pred", run, "--dataset", dataset_dir), str(run / "scores"))
 
 
+@pytest.mark.slow
 def test_a_decompression_bomb_prediction_is_refused_unread(hold_run_small, tmp_path):
     import struct
     import zlib
@@ -383,6 +386,7 @@ def test_no_network_for_the_hub_is_one_line(tmp_path):
 # ------------------------------------------------------------------ 8. smaller things
 
 
+@pytest.mark.slow
 def test_fingerprint_refuses_another_sample_clip_and_accepts_reencodes(tmp_path):
     """Calibrated (scripts/calibrate_fingerprint.py): each bundled clip in place of another is refused,
     re-encodes of the right clip (another CRF, half size) are accepted."""
@@ -422,6 +426,7 @@ def test_fingerprint_refuses_another_sample_clip_and_accepts_reencodes(tmp_path)
     assert result.returncode == 1 and "source differs from the one the benchmark was built from" in result.stderr
 
 
+@pytest.mark.slow
 def test_long_commands_show_progress(dataset_dir, tmp_path):
     for args, bar in (
         (["verify", dataset_dir], "verify"),
@@ -459,11 +464,12 @@ def test_options_are_named_alike_and_say_what_they_take(tmp_path):
     download_cache = next(p for p in cli.main.get_command(None, "download").params if p.name == "cache")
     assert doctor_cache.default == download_cache.default == "cache/youtube"
     result = CliRunner().invoke(main, ["score", "--pred", str(tmp_path), "--eval-size", "512"])
-    assert result.exit_code == 2 and "'512' is not HEIGHTxWIDTH" in result.output
+    assert result.exit_code == 2 and "'512' is not WIDTHxHEIGHT" in result.output
     result = CliRunner().invoke(main, ["synth", "--out", str(tmp_path / "s"), "--size", "32"])
     assert result.exit_code == 2 and "'32' is not WIDTHxHEIGHT" in result.output
 
 
+@pytest.mark.slow
 def test_doctor_does_not_call_missing_pieces_ready(tmp_path):
     env = {**os.environ, "PATH": ""}  # no JavaScript runtime: an optional piece for download (YouTube only)
     result = subprocess.run(
@@ -524,6 +530,7 @@ def test_masks_are_resized_centre_aligned_and_scored_like_scikit_image(tmp_path,
     assert metrics.masked_ssim(a, b, want) == pytest.approx(float(smap[want].mean()), abs=1e-6)
 
 
+@pytest.mark.slow
 def test_report_shows_progress(hold_run_small, tmp_path):
     run, ds = hold_run_small
     result = run_cli("score", "--no-progress", "--pred", run, "--dataset", ds, "--metrics", "psnr,iou")

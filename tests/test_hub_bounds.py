@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-from clirun import peak_rss_mib
-from fakehub import FakeHub
+from fakes.clirun import peak_rss_mib
+from fakes.fakehub import FakeHub
 
 from persistbench.suites.wrop import layout as wrop_layout
 

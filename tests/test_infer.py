@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 from click.testing import CliRunner
 from PIL import Image
 
@@ -130,6 +131,7 @@ def test_sampling_crop_and_intrinsics():
 # ------------------------------------------------------------------ --model forms
 
 
+@pytest.mark.slow
 def test_public_example_runs_unchanged(sample_ds, tmp_path):
     result = infer_cli(
         "--model",
@@ -146,10 +148,11 @@ def test_public_example_runs_unchanged(sample_ds, tmp_path):
     assert case["frame_indices"] == np.linspace(0, 59, 16).round().astype(int).tolist()
     assert case["size"] == [128, 96]
     run = json.loads((tmp_path / "run" / "run.json").read_text())
-    assert run["protocol"]["num_frames"] == 16 and run["protocol"]["resolution"] == [96, 128]
+    assert run["sampling"]["num_frames"] == 16 and run["sampling"]["resolution"] == [96, 128]
     assert run["oracle"] is False
 
 
+@pytest.mark.slow
 def test_eight_frames_at_96x128(sample_ds, tmp_path):
     result = infer_cli(
         "--model", f"{HERE}:EightFrames", "--dataset", sample_ds, "--output", tmp_path / "run", "--limit", "1"
@@ -163,6 +166,7 @@ def test_eight_frames_at_96x128(sample_ds, tmp_path):
     assert set(case["files"]) == {p.relative_to(tmp_path / "run").as_posix() for p in frames}
 
 
+@pytest.mark.slow
 def test_every_model_form(sample_ds, tmp_path, monkeypatch):
     # An entry point, registered the way an installed package registers one: a dist-info on sys.path.
     dist = tmp_path / "site" / "persistbench_testmodels-0.1.dist-info"
@@ -194,6 +198,7 @@ def test_every_model_form(sample_ds, tmp_path, monkeypatch):
     assert result.exit_code == 1 and "unknown model" in result.output
 
 
+@pytest.mark.slow
 def test_failing_external_program(sample_ds, tmp_path):
     cmd = f"cmd:{sys.executable} {ROOT / 'tests' / 'adapters' / 'cmd_model.py'} {{input}} {{output}} --fail"
     result = infer_cli("--model", cmd, "--dataset", sample_ds, "--output", tmp_path / "run", "--limit", "1")
@@ -201,6 +206,7 @@ def test_failing_external_program(sample_ds, tmp_path):
     assert "exited with 3: cmd_model: failing on purpose" in result.output
 
 
+@pytest.mark.slow
 def test_equirect_output_is_reprojected_into_the_target_view(sample_ds, tmp_path):
     sample = resolve_recipes(None, tmp_path).path.parent
     (tmp_path / "cfg.json").write_text(
@@ -232,6 +238,7 @@ def test_equirect_output_is_reprojected_into_the_target_view(sample_ds, tmp_path
 # ------------------------------------------------------------------ bad models, resume
 
 
+@pytest.mark.slow
 def test_bad_outputs_fail_only_their_case(sample_ds, tmp_path):
     cases = Dataset(sample_ds).cases()
     bad = {
@@ -268,6 +275,7 @@ def test_bad_outputs_fail_only_their_case(sample_ds, tmp_path):
     assert len(list((tmp_path / "run").rglob("case.json"))) == 3
 
 
+@pytest.mark.slow
 def test_resume_and_overwrite_rules(sample_ds, tmp_path):
     run = tmp_path / "run"
     assert infer_cli("--model", "hold", "--dataset", sample_ds, "--output", run, "--limit", "1").exit_code == 0
@@ -296,6 +304,7 @@ def test_resume_and_overwrite_rules(sample_ds, tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_kill_9_then_resume_is_byte_identical(sample_ds, tmp_path):
     def cmd(out, *extra):
         args = ["infer", "--no-progress", "--model", "reproject", "--dataset", sample_ds, "--output", out, "--limit", 3]
@@ -316,6 +325,7 @@ def test_kill_9_then_resume_is_byte_identical(sample_ds, tmp_path):
     assert predictions(out) == predictions(tmp_path / "ref")
 
 
+@pytest.mark.slow
 def test_workers_give_the_same_predictions_and_models_are_closed(sample_ds, tmp_path):
     for workers in (1, 2):
         (tmp_path / f"cfg{workers}.json").write_text(json.dumps({"marker": str(tmp_path / f"closed{workers}")}))
@@ -356,6 +366,7 @@ def masked_mse_offscreen(run: Path, ds: Dataset, subset: str) -> float:
     return float(np.mean(errs))
 
 
+@pytest.mark.slow
 def test_reproject_beats_hold_off_screen_and_oracle_is_exact(sample_ds, tmp_path):
     ds = Dataset(sample_ds)
     for model in ("hold", "reproject", "oracle"):

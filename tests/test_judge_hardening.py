@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from judge_server import JudgeServer, completion
+from fakes.judge_server import JudgeServer, completion
 
 from persistbench.backends import JudgeOptions
 from persistbench.backends.judge import BadReply, Judge, JudgmentFailed, Request
@@ -166,6 +166,7 @@ def _states(run: Path, dirname: str) -> list:
     return [v for r in records for k in ("revisit", "baseline", "short") for v in r["values"]["persistent_state"][k]]
 
 
+@pytest.mark.slow
 def test_a_second_judge_under_the_same_name_is_asked_and_named(r2m_tree, r2m_run, tmp_path):
     run, _, dirname = r2m_run
     with JudgeServer(always(5)) as a, JudgeServer(always(1)) as b:
@@ -187,6 +188,7 @@ def test_a_second_judge_under_the_same_name_is_asked_and_named(r2m_tree, r2m_run
 # ---------------------------------------------------------------- 5. timeouts bound whole requests and judgments
 
 
+@pytest.mark.slow
 def test_a_slow_drip_server_is_cut_at_the_timeout(tmp_path, monkeypatch):
     with DripServer() as server:
         judge = _judge(server.url, tmp_path, monkeypatch, timeout_s=2.0, retries=3)
@@ -221,6 +223,7 @@ def test_a_judge_that_keeps_failing_opens_the_circuit(tmp_path, monkeypatch):
     assert len(server.requests) == 3 and "3 judgments in a row failed" in str(out[3])
 
 
+@pytest.mark.slow
 def test_a_slow_drip_judge_does_not_hang_score_and_is_reported(r2m_tree, r2m_run, tmp_path):
     run, _, dirname = r2m_run
     with DripServer() as server:
@@ -259,6 +262,7 @@ SCRIPTS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("reason", sorted(SCRIPTS))
 def test_when_every_judgment_fails_score_says_why_and_exits_non_zero(r2m_tree, r2m_run, tmp_path, reason):
     run, _, dirname = r2m_run
@@ -282,6 +286,7 @@ def test_when_every_judgment_fails_score_says_why_and_exits_non_zero(r2m_tree, r
     assert set(_states(run, dirname)) == {None}
 
 
+@pytest.mark.slow
 def test_a_bad_reply_costs_only_its_judgment(r2m_tree, r2m_run, tmp_path):
     """Every other judgment is answered: the video's state score stands on the answered pairs."""
     run, _, dirname = r2m_run
@@ -301,6 +306,7 @@ def test_a_bad_reply_costs_only_its_judgment(r2m_tree, r2m_run, tmp_path):
 # ---------------------------------------------------------------- doctor --judge-url
 
 
+@pytest.mark.slow
 def test_doctor_checks_the_judge_endpoint(tmp_path):
     listing = [{"id": "judge-x", "object": "model", "owned_by": "me"}, {"id": "other", "object": "model"}]
     with JudgeServer(lambda n, body: completion('{"ok": true}'), models=listing) as server:

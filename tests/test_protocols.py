@@ -105,6 +105,7 @@ def _classic_scores(classic, config, tmp_path, model="hold") -> list[dict]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("field", sorted(CLASSIC_ACTS))
 def test_classic_fields_act(classic, tmp_path, field):
     changed = _set(CLASSIC, field, CLASSIC_ACTS[field])
@@ -262,6 +263,7 @@ def _offset_return(traj: Trajectory) -> Trajectory:
     return Trajectory(poses, traj.k, traj.sha256)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("field", sorted(R2M_PAIRS))
 def test_r2m_sampler_fields_act(r2m_tree, tmp_path, field):
     base = R2MBench.load_protocol().config["pairs"]
@@ -302,6 +304,7 @@ def _textured_pair() -> dict[int, np.ndarray]:
     return {0: a, 1: np.clip(b.astype(int) + rng.integers(-20, 21, b.shape), 0, 255).astype(np.uint8)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("field", sorted(R2M_VALUES))
 def test_r2m_metric_fields_act(r2m_tree, tmp_path, field):
     if field.startswith("sift."):  # the synthetic scene is smooth: SIFT needs texture to show its parameters
@@ -336,6 +339,7 @@ def _model_values(config, tmp_path, checkpoints, metric: str, judge_url: str | N
     return METRICS[metric].function(PairVideo(_textured_pair(), backends=opts), [(0, 1)], protocol.params(metric))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("field", sorted(R2M_MODEL_VALUES))
 def test_r2m_model_fields_act(tmp_path, checkpoints, field):
     section = field.split(".")[0]
@@ -362,9 +366,10 @@ def test_r2m_model_fields_act(tmp_path, checkpoints, field):
     assert before != after, (before, after)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("field", sorted(R2M_JUDGE_FIELDS))
 def test_r2m_judge_fields_act(tmp_path, checkpoints, monkeypatch, field):
-    from judge_server import JudgeServer, state
+    from fakes.judge_server import JudgeServer, state
 
     monkeypatch.setenv("PERSISTBENCH_CACHE", str(tmp_path / "cache"))
     with JudgeServer(lambda n, body: state(body)) as server:
@@ -425,6 +430,7 @@ def test_r2m_state_prompt_is_upstreams_or_ours_and_pinned(tmp_path):
             state_question(checkout, _load(R2MBench, config, tmp_path))
 
 
+@pytest.mark.slow
 def test_r2m_object_candidates_are_bounded(tmp_path, checkpoints, monkeypatch):
     """On the random detector the best candidate is the first ranked, so the bound is seen in what is compared."""
     from persistbench.suites.r2m import objects
@@ -445,8 +451,9 @@ def test_r2m_object_candidates_are_bounded(tmp_path, checkpoints, monkeypatch):
     assert max(everything) > 2 and bounded == [min(n, 2) for n in everything]
 
 
+@pytest.mark.slow
 def test_r2m_state_is_asked_on_the_first_pairs_of_each_kind(tmp_path, checkpoints, monkeypatch):
-    from judge_server import JudgeServer, state
+    from fakes.judge_server import JudgeServer, state
 
     from persistbench.backends import BackendOptions, JudgeOptions
     from persistbench.suites.r2m.pair_video import PairVideo

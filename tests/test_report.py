@@ -77,6 +77,7 @@ def demo_dir(tmp_path_factory):
     return out, (out.parent / "output.txt").read_text()
 
 
+@pytest.mark.slow
 def test_demo_runs_the_whole_chain(demo_dir):
     out, output = demo_dir
     assert sorted(p.name for p in out.iterdir()) == [
@@ -138,6 +139,7 @@ def test_demo_runs_the_whole_chain(demo_dir):
         socket.create_connection(("127.0.0.1", port), timeout=2).close()
 
 
+@pytest.mark.slow
 def test_the_report_warns_when_runs_are_not_comparable(demo_dir, tmp_path):
     out, _ = demo_dir
     runs = [shutil.copytree(out / "runs" / m, tmp_path / m) for m in ("hold", "reproject")]
@@ -164,6 +166,7 @@ def test_the_demo_refuses_a_used_directory(tmp_path):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium (.ci/run installs it)")
 def test_report_loads_in_headless_chromium(demo_dir, tmp_path):
     from playwright.sync_api import sync_playwright
@@ -248,6 +251,7 @@ def test_readme_starts_with_the_two_commands():
     )
 
 
+@pytest.mark.slow
 def test_the_readme_first_command_runs_as_written(tmp_path):
     """In a copy of the repository (tracked and unignored files): fresh venv, install, demo."""
     import subprocess
@@ -272,6 +276,7 @@ def test_the_readme_first_command_runs_as_written(tmp_path):
 XSS = 'x"><script>document.title="XSS"</script><img src=x onerror="document.title=\'XSS\'">'
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium (.ci/run installs it)")
 def test_values_from_runs_never_become_markup(demo_dir, tmp_path):
     """A subset name, a metric key, a model name or a note from a shared run is text in the report, never script."""

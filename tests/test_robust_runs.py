@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from processes import group_alive
+from fakes.processes import group_alive
 
 from persistbench.cli import main
 from persistbench.core import layout
@@ -87,6 +87,7 @@ def reference(scenes, tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_download_killed_three_times_leaves_nothing_running_and_resumes_identically(scenes, reference, tmp_path):
     out = tmp_path / "ds"
     cmd = command(
@@ -113,6 +114,7 @@ def test_download_killed_three_times_leaves_nothing_running_and_resumes_identica
     assert files(out, (pb_layout.RECIPES_PROVENANCE,)) == files(reference / "ds", (pb_layout.RECIPES_PROVENANCE,))
 
 
+@pytest.mark.slow
 def test_infer_killed_three_times_leaves_nothing_running_and_resumes_identically(reference, tmp_path):
     run = tmp_path / "run"
     cmd = command(
@@ -143,6 +145,7 @@ def test_infer_killed_three_times_leaves_nothing_running_and_resumes_identically
     assert files(run, skip) == {k: v for k, v in files(reference / "run", skip).items() if not k.startswith("scores/")}
 
 
+@pytest.mark.slow
 def test_score_killed_three_times_leaves_nothing_running_and_rescores_identically(reference, tmp_path):
     run = Path(shutil.copytree(reference / "run", tmp_path / "run"))
     shutil.rmtree(run / "scores")
@@ -158,6 +161,7 @@ def test_score_killed_three_times_leaves_nothing_running_and_rescores_identicall
     assert files(run / "scores") == files(reference / "run" / "scores")
 
 
+@pytest.mark.slow
 def test_two_downloads_into_one_output_do_each_case_once(scenes, reference, tmp_path):
     cmd = command(
         "download",
@@ -179,6 +183,7 @@ def test_two_downloads_into_one_output_do_each_case_once(scenes, reference, tmp_
     )
 
 
+@pytest.mark.slow
 def test_two_infers_into_one_output(reference, tmp_path):
     base = command(
         "infer", "--no-progress", "--model", "hold", "--dataset", reference / "ds", "--output", tmp_path / "r"
@@ -250,6 +255,7 @@ def hold_run(dataset_dir, tmp_path_factory) -> Path:
     return run
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("what", DAMAGES)
 def test_damaged_ground_truth_is_refused_by_infer_and_score(dataset_copy, hold_run, tmp_path, what):
     case_id, message = _damage(dataset_copy, what)
@@ -275,6 +281,7 @@ def test_damaged_ground_truth_is_refused_by_infer_and_score(dataset_copy, hold_r
     assert result.exit_code == 1 and message in result.output and case_id in result.output, result.output
 
 
+@pytest.mark.slow
 def test_a_deleted_case_folder_makes_the_scores_partial(dataset_copy, hold_run, tmp_path):
     run = Path(shutil.copytree(hold_run, tmp_path / "run"))
     gone = Dataset(dataset_copy).cases()[1]
@@ -289,6 +296,7 @@ def test_a_deleted_case_folder_makes_the_scores_partial(dataset_copy, hold_run, 
     assert summary["subsets"]["all"]["cases"] == 1
 
 
+@pytest.mark.slow
 def test_verify_lists_every_problem_of_every_case(dataset_copy):
     from persistbench.suites.persistbench.verify import verify_dataset
 
@@ -306,6 +314,7 @@ def test_verify_lists_every_problem_of_every_case(dataset_copy):
         assert any(needle in p for p in problems), (needle, problems)
 
 
+@pytest.mark.slow
 def test_score_metrics_list_must_not_be_empty(hold_run):
     result = CliRunner().invoke(main, ["score", "--no-progress", "--pred", str(hold_run), "--metrics", ","])
     assert result.exit_code == 2 and "no metric named" in result.output
@@ -325,6 +334,7 @@ def model_file(tmp_path: Path, body: str) -> str:
 HOLD = "    def predict(self, s):\n        return ModelOutput(np.repeat(s.input_frames[:1], len(s.input_frames), 0))\n"
 
 
+@pytest.mark.slow
 def test_a_model_that_calls_sys_exit_fails_its_cases_only(dataset_dir, tmp_path):
     spec = model_file(tmp_path, "    def predict(self, s):\n        sys.exit(3)\n")
     result = CliRunner().invoke(
@@ -338,6 +348,7 @@ def test_a_model_that_calls_sys_exit_fails_its_cases_only(dataset_dir, tmp_path)
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("attrs", "error"),
     [
@@ -358,7 +369,7 @@ def test_model_sampling_as_documented(dataset_dir, tmp_path, attrs, error):
     if error is None:
         assert result.exit_code == 0, result.output
         info = json.loads((tmp_path / "run" / "run.json").read_text())
-        assert info["protocol"]["resolution"] == [-1, -1]
+        assert info["sampling"]["resolution"] == [-1, -1]
     else:
         assert result.exit_code == 1 and f"--model {spec}: {error}" in result.output, result.output
         assert not (tmp_path / "run" / "run.json").exists()

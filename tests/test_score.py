@@ -48,6 +48,7 @@ def summary(run):
     return json.loads(RunLayout(run).summary_json("classic-v1").read_text())
 
 
+@pytest.mark.slow
 def test_oracle_is_perfect_and_flagged(runs):
     s = summary(runs / "oracle")
     assert s["oracle"] is True and "oracle run" in RunLayout(runs / "oracle").summary_md("classic-v1").read_text()
@@ -61,6 +62,7 @@ def test_oracle_is_perfect_and_flagged(runs):
     assert s["mask_source"] == ["model"] and summary(runs / "hold")["mask_source"] == ["template-ncc-v2"]
 
 
+@pytest.mark.slow
 def test_reproject_beats_hold_off_screen(runs):
     hold, reproject = summary(runs / "hold"), summary(runs / "reproject")
     for subset in ("dynamic", "static"):
@@ -73,6 +75,7 @@ def test_reproject_beats_hold_off_screen(runs):
     assert len(lb) == 2 and "static/invisible/psnr" in lb[0]
 
 
+@pytest.mark.slow
 def test_lpips_unavailability_is_stated_not_zero(runs):
     s = summary(runs / "hold")
     try:
@@ -85,6 +88,7 @@ def test_lpips_unavailability_is_stated_not_zero(runs):
     assert set(s["unavailable"]) <= {"lpips"}
 
 
+@pytest.mark.slow
 def test_aggregates_are_recomputable_from_the_case_files(runs, tmp_path):
     run = shutil.copytree(runs / "reproject", tmp_path / "copy")
     before = RunLayout(run).summary_json("classic-v1").read_bytes()
@@ -95,11 +99,12 @@ def test_aggregates_are_recomputable_from_the_case_files(runs, tmp_path):
     assert after["subsets"] == json.loads(before)["subsets"]
 
 
+@pytest.mark.slow
 def test_eval_size_changes_the_protocol_hash_and_never_overwrites(runs, tmp_path):
     run = shutil.copytree(runs / "oracle", tmp_path / "small")
     before = RunLayout(run).summary_json("classic-v1").read_bytes()
     result = CliRunner().invoke(
-        main, ["score", "--no-progress", "--pred", str(run), "--eval-size", "192x256", "--metrics", "psnr,iou"]
+        main, ["score", "--no-progress", "--pred", str(run), "--eval-size", "256x192", "--metrics", "psnr,iou"]
     )
     assert result.exit_code == 0, result.output
     derived = load_protocol("classic-v1", {"eval_size": [192, 256]})
@@ -117,6 +122,7 @@ def test_eval_size_changes_the_protocol_hash_and_never_overwrites(runs, tmp_path
     assert case["protocol_sha256"] == s["protocol_sha256"]
 
 
+@pytest.mark.slow
 def test_missing_and_bad_predictions_name_the_case(runs, tmp_path):
     run = shutil.copytree(runs / "hold", tmp_path / "partial")
     case_dir = next((run / "static").iterdir())
@@ -141,6 +147,7 @@ def score_cli(*args):
     return result
 
 
+@pytest.mark.slow
 def test_wrong_sizes_name_the_file(runs, tmp_path):
     bad = shutil.copytree(runs / "hold", tmp_path / "bad")
     frame = sorted((next((bad / "static").iterdir()) / "frames").iterdir())[3]
@@ -158,6 +165,7 @@ def scores_bytes(run):
     }
 
 
+@pytest.mark.slow
 def test_shards_and_workers_give_byte_identical_scores(runs, tmp_path):
     ref = scores_bytes(runs / "reproject")
     assert "summary.json" in ref and len([k for k in ref if k.count("/") == 1]) == 8
@@ -176,6 +184,7 @@ def test_shards_and_workers_give_byte_identical_scores(runs, tmp_path):
     assert scores_bytes(sharded) == ref
 
 
+@pytest.mark.slow
 def test_resume_keeps_up_to_date_scores_only(runs, tmp_path):
     run = shutil.copytree(runs / "hold", tmp_path / "resume" / "hold")
     case_file = sorted(RunLayout(run).scores_dir("classic-v1").glob("static/*.json"))[0]
@@ -195,6 +204,7 @@ def test_resume_keeps_up_to_date_scores_only(runs, tmp_path):
     assert scores_bytes(run) == scores_bytes(runs / "hold")
 
 
+@pytest.mark.slow
 def test_public_toolkit_output_is_scored(sample_ds, tmp_path):
     """``<uid>/prediction/00000.png`` + run.json with eval_length/eval_reso: the ground truth, sampled and
     centre-cropped as the public toolkit asks its models, scores perfectly."""
@@ -220,6 +230,7 @@ def test_public_toolkit_output_is_scored(sample_ds, tmp_path):
     assert case["frame_indices"] == sample_indices(60, length).tolist()
 
 
+@pytest.mark.slow
 def test_the_tracker_localises_baseline_predictions(runs, sample_ds):
     """reproject shows the object where the input view saw it: followed (IoU > 0.5) on the visible frames;
     hold shows the input view, which holds no object while it looks away: lost there."""
@@ -235,6 +246,7 @@ def test_the_tracker_localises_baseline_predictions(runs, sample_ds):
         assert all(lost for lost, v in zip(r["lost"], vis) if v == 0), r["uid"]
 
 
+@pytest.mark.slow
 def test_a_different_dataset_is_refused(runs, sample_ds, synth_dir, tmp_path):
     """Another dataset's cases differ from those the run predicted: refused, naming them (issue 38: a dataset
     that only grew, or changed elsewhere, keeps the run valid for its cases)."""

@@ -7,7 +7,7 @@ import json
 import os
 from pathlib import Path
 
-from clirun import run_cli
+from fakes.clirun import run_cli
 
 TOY = Path(__file__).parent / "toy"
 PACKAGE = Path(__file__).parent.parent / "persistbench"

@@ -76,9 +76,9 @@ class Study:
     @functools.cached_property
     def sampling(self) -> tuple[int, tuple[int, int]]:
         """The models' sampling, from the first run's ``run.json``: ``(num_frames, (h, w))`` (-1: all, native)."""
-        protocol = (read_run_info(RunLayout(self.paths[0])) or {}).get("protocol") or {}
-        res = tuple(protocol.get("resolution") or (-1, -1))
-        return int(protocol.get("num_frames", -1)), (int(res[0]), int(res[1]))
+        sampling = (read_run_info(RunLayout(self.paths[0])) or {}).get("sampling") or {}
+        res = tuple(sampling.get("resolution") or (-1, -1))
+        return int(sampling.get("num_frames", -1)), (int(res[0]), int(res[1]))
 
     @functools.lru_cache(maxsize=32)  # noqa: B019 (a study lives as long as its server)
     def request(self, key: str, reference: bool):

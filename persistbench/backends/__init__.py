@@ -18,8 +18,13 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from persistbench.core.errors import PersistbenchError
+from persistbench.core.registry import Registry
+
+if TYPE_CHECKING:
+    from persistbench.backends.weights import Weights
 
 
 class BackendUnavailable(PersistbenchError):
@@ -39,116 +44,130 @@ class BackendSpec:
     # its weights: a transformers checkpoint folder, a torch.export file, torchvision's AlexNet file ("alexnet"),
     # a sam2 package checkpoint ("sam2-checkpoint"); the judge: "endpoint"
     format: str = "transformers"
+    loader: str = "persistbench.backends.features:load"  # module:function making it, (spec, BackendOptions) -> backend
 
 
-BACKENDS: dict[str, BackendSpec] = {
-    s.name: s
-    for s in (
-        BackendSpec(
-            "dinov2-reg-large",
-            "paper-v3 appearance: DINOv2 ViT-L/14 with registers, masked average-pooled patch features",
-            "vision",
-            ("torch", "transformers"),
-            "facebook/dinov2-with-registers-large",
-            "works, slowly",
-        ),
-        BackendSpec(
-            "dinov3-large",
-            "paper-v3 matching: DINOv3 ViT-L/16 patch features locate the object in the first prediction frame",
-            "vision",
-            ("torch", "transformers"),
-            "facebook/dinov3-vitl16-pretrain-lvd1689m",
-            "works, slowly",
-        ),
-        BackendSpec(
-            "dinov2-base",
-            "R2M scene_identity (class-token cosine), object_consistency (masked patch features) and object persistence (crops' class tokens): DINOv2 ViT-B/14",
-            "vision",
-            ("torch", "transformers"),
-            "facebook/dinov2-base",
-            "works, slowly",
-        ),
-        BackendSpec(
-            "superpoint-lightglue",
-            "R2M geometric: SuperPoint keypoints matched by LightGlue",
-            "vision",
-            ("torch", "transformers"),
-            "ETH-CVG/lightglue_superpoint",
-            "works, slowly (seconds a pair at 480 x 640)",
-        ),
-        BackendSpec(
-            "sam2",
-            "R2M object_consistency: SAM 2.1 video predictor (transformers' port) follows objects through frames",
-            "vision",
-            ("torch", "transformers"),
-            "facebook/sam2.1-hiera-large",
-            "works, slowly: seconds a frame at 1024 px; R2M's object family (16 objects a pair) wants a GPU",
-        ),
-        BackendSpec(
-            "sam2-package",
-            "paper-v3 tracking: SAM 2.1's video predictor from the sam2 package, as the public toolkit runs it",
-            "sam2",
-            ("torch", "sam2"),
-            "facebook/sam2.1-hiera-large",
-            "works, slowly: seconds a frame at 1024 px; holes filled only with the package's CUDA extension",
-            "sam2-checkpoint",
-        ),
-        BackendSpec(
-            "grounding-dino",
-            "R2M object persistence (upstream's): Grounding DINO finds the objects of a list of concepts in a frame",
-            "vision",
-            ("torch", "transformers"),
-            "IDEA-Research/grounding-dino-tiny",
-            "works, slowly (about a second a frame at 800 px)",
-        ),
-        BackendSpec(
-            "sam2-image",
-            "R2M object persistence (upstream's): SAM 2.1's image predictor masks each box",
-            "vision",
-            ("torch", "transformers"),
-            "facebook/sam2.1-hiera-large",
-            "works, slowly: seconds a frame at 1024 px",
-        ),
-        BackendSpec(
-            "clip-vit-b32",
-            "R2M object persistence (upstream's): CLIP ViT-B/32 image-text similarity of a found object to its concept",
-            "vision",
-            ("torch", "transformers"),
-            "openai/clip-vit-base-patch32",
-            "works",
-        ),
-        *(
+BACKENDS: Registry[BackendSpec] = Registry(  # installed packages add theirs: entry point group persistbench.backends
+    "backend",
+    {
+        s.name: s
+        for s in (
             BackendSpec(
-                name,
-                f"R2M scene_identity_{name}: {label} place-recognition descriptors (a torch.export archive)",
+                "dinov2-reg-large",
+                "paper-v3 appearance: DINOv2 ViT-L/14 with registers, masked average-pooled patch features",
                 "vision",
-                ("torch",),
-                None,
+                ("torch", "transformers"),
+                "facebook/dinov2-with-registers-large",
                 "works, slowly",
-                "torch.export",
-            )
-            for name, label in (("boq", "BoQ"), ("mutualvpr", "MutualVPR"))
-        ),
-        BackendSpec(
-            "lpips",
-            "LPIPS of every suite's lpips and frame_lpips: AlexNet features with the lpips package's linear layers",
-            "lpips",
-            ("torch", "lpips"),
-            None,
-            "works",
-            "alexnet",
-        ),
-        BackendSpec(
-            "judge",
-            "paper-v3 object permanence and R2M persistent_state: a vision-language judge",
-            "judge",
-            ("openai",),
-            None,
-            "a remote endpoint (--judge-url)",
-            "endpoint",
-        ),
-    )
-}
+            ),
+            BackendSpec(
+                "dinov3-large",
+                "paper-v3 matching: DINOv3 ViT-L/16 patch features locate the object in the first prediction frame",
+                "vision",
+                ("torch", "transformers"),
+                "facebook/dinov3-vitl16-pretrain-lvd1689m",
+                "works, slowly",
+            ),
+            BackendSpec(
+                "dinov2-base",
+                "R2M scene_identity (class-token cosine), object_consistency (masked patch features) and object persistence (crops' class tokens): DINOv2 ViT-B/14",
+                "vision",
+                ("torch", "transformers"),
+                "facebook/dinov2-base",
+                "works, slowly",
+            ),
+            BackendSpec(
+                "superpoint-lightglue",
+                "R2M geometric: SuperPoint keypoints matched by LightGlue",
+                "vision",
+                ("torch", "transformers"),
+                "ETH-CVG/lightglue_superpoint",
+                "works, slowly (seconds a pair at 480 x 640)",
+                loader="persistbench.backends.matcher:load",
+            ),
+            BackendSpec(
+                "sam2",
+                "R2M object_consistency: SAM 2.1 video predictor (transformers' port) follows objects through frames",
+                "vision",
+                ("torch", "transformers"),
+                "facebook/sam2.1-hiera-large",
+                "works, slowly: seconds a frame at 1024 px; R2M's object family (16 objects a pair) wants a GPU",
+                loader="persistbench.backends.tracker:load",
+            ),
+            BackendSpec(
+                "sam2-package",
+                "paper-v3 tracking: SAM 2.1's video predictor from the sam2 package, as the public toolkit runs it",
+                "sam2",
+                ("torch", "sam2"),
+                "facebook/sam2.1-hiera-large",
+                "works, slowly: seconds a frame at 1024 px; holes filled only with the package's CUDA extension",
+                "sam2-checkpoint",
+                loader="persistbench.backends.sam2_video:load",
+            ),
+            BackendSpec(
+                "grounding-dino",
+                "R2M object persistence (upstream's): Grounding DINO finds the objects of a list of concepts in a frame",
+                "vision",
+                ("torch", "transformers"),
+                "IDEA-Research/grounding-dino-tiny",
+                "works, slowly (about a second a frame at 800 px)",
+                loader="persistbench.backends.grounding:load",
+            ),
+            BackendSpec(
+                "sam2-image",
+                "R2M object persistence (upstream's): SAM 2.1's image predictor masks each box",
+                "vision",
+                ("torch", "transformers"),
+                "facebook/sam2.1-hiera-large",
+                "works, slowly: seconds a frame at 1024 px",
+                loader="persistbench.backends.segmenter:load",
+            ),
+            BackendSpec(
+                "clip-vit-b32",
+                "R2M object persistence (upstream's): CLIP ViT-B/32 image-text similarity of a found object to its concept",
+                "vision",
+                ("torch", "transformers"),
+                "openai/clip-vit-base-patch32",
+                "works",
+                loader="persistbench.backends.clip:load",
+            ),
+            *(
+                BackendSpec(
+                    name,
+                    f"R2M scene_identity_{name}: {label} place-recognition descriptors (a torch.export archive)",
+                    "vision",
+                    ("torch",),
+                    None,
+                    "works, slowly",
+                    "torch.export",
+                    loader="persistbench.backends.descriptor:load",
+                )
+                for name, label in (("boq", "BoQ"), ("mutualvpr", "MutualVPR"))
+            ),
+            BackendSpec(
+                "lpips",
+                "LPIPS of every suite's lpips and frame_lpips: AlexNet features with the lpips package's linear layers",
+                "lpips",
+                ("torch", "lpips"),
+                None,
+                "works",
+                "alexnet",
+                loader="persistbench.backends.lpips:load",
+            ),
+            BackendSpec(
+                "judge",
+                "paper-v3 object permanence and R2M persistent_state: a vision-language judge",
+                "judge",
+                ("openai",),
+                None,
+                "a remote endpoint (--judge-url)",
+                "endpoint",
+                loader="persistbench.backends.judge:load",
+            ),
+        )
+    },
+    "persistbench.backends",
+)
 
 
 @dataclass(frozen=True)
@@ -210,9 +229,9 @@ def check_backend(name: str, opts: BackendOptions) -> None:
     its weights are there (or may be downloaded), the judge has an endpoint. Loads no network."""
     spec = BACKENDS[name]
     require(spec)
-    if name == "judge":
+    if spec.format == "endpoint":
         if opts.judge is None:
-            raise BackendUnavailable(_NO_JUDGE)
+            raise BackendUnavailable(NO_JUDGE)
         return
     if spec.format == "alexnet":
         from persistbench.backends.lpips import check_weights
@@ -224,62 +243,25 @@ def check_backend(name: str, opts: BackendOptions) -> None:
     resolve(spec, opts.weights_for(name), opts.allow_download)
 
 
-_NO_JUDGE = "the judge needs --judge-url URL (an OpenAI-compatible endpoint) and --judge-model NAME"
+NO_JUDGE = "the judge needs --judge-url URL (an OpenAI-compatible endpoint) and --judge-model NAME"
 
 
 @functools.lru_cache(maxsize=8)
 def load(name: str, opts: BackendOptions):
-    """The loaded backend ``name`` (a features extractor, a tracker, a matcher or a judge), once per process and options."""
+    """The loaded backend ``name`` (a features extractor, a tracker, a matcher or a judge), once per process and
+    options: its spec's ``loader``."""
+    from persistbench.core.registry import load_attr
+
     spec = BACKENDS[name]
     require(spec)
-    if name == "judge":
-        from persistbench.backends.judge import Judge
+    return load_attr(spec.loader)(spec, opts)
 
-        if opts.judge is None:
-            raise BackendUnavailable(_NO_JUDGE)
-        return Judge(opts.judge)
-    if spec.format == "alexnet":
-        from persistbench.backends.lpips import Lpips
 
-        return Lpips(resolve_device(opts.device), opts.weights_for(name), allow_download=opts.allow_download)
+def weights_and_device(spec: BackendSpec, opts: BackendOptions) -> tuple[Weights, str]:
+    """A checkpoint backend's weights (found, checked) and the device it runs on."""
     from persistbench.backends.weights import resolve
 
-    weights = resolve(spec, opts.weights_for(name), opts.allow_download)
-    device = resolve_device(opts.device)
-    if name == "sam2":
-        from persistbench.backends.tracker import VideoTracker
-
-        return VideoTracker(weights, device)
-    if name == "sam2-package":
-        from persistbench.backends.sam2_video import Sam2PackageTracker
-
-        return Sam2PackageTracker(weights, device)
-    if name == "superpoint-lightglue":
-        from persistbench.backends.matcher import PairMatcher
-
-        return PairMatcher(weights, device, opts.batch_size)
-    if name == "grounding-dino":
-        from persistbench.backends.grounding import GroundingDetector
-
-        return GroundingDetector(weights, device)
-    if name == "sam2-image":
-        from persistbench.backends.segmenter import BoxSegmenter
-
-        return BoxSegmenter(weights, device)
-    if name == "clip-vit-b32":
-        from persistbench.backends.clip import ClipEmbedder
-
-        return ClipEmbedder(weights, device)
-    if spec.format == "torch.export":
-        from persistbench.backends.descriptor import ExportedDescriptor
-
-        try:
-            return ExportedDescriptor(weights, device, opts.batch_size)
-        except Exception as e:  # torch.export.load's errors for a zip that is not an exported program
-            raise BackendUnavailable(f"{weights.source}: not a torch.export archive ({e})".splitlines()[0]) from None
-    from persistbench.backends.features import PatchFeatures
-
-    return PatchFeatures(weights, device, opts.batch_size)
+    return resolve(spec, opts.weights_for(spec.name), opts.allow_download), resolve_device(opts.device)
 
 
 def provenance(names: list[str], opts: BackendOptions) -> dict:

@@ -8,7 +8,12 @@ converted from OpenAI's checkpoints computes the same projected embeddings; both
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
+
+if TYPE_CHECKING:
+    from persistbench.backends import BackendOptions, BackendSpec
 
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
@@ -55,3 +60,10 @@ class ClipEmbedder:
                 input_ids=tokens["input_ids"].to(self.device), attention_mask=tokens["attention_mask"].to(self.device)
             ).pooler_output
         return torch.nn.functional.normalize(out.float(), dim=-1).cpu().numpy()
+
+
+def load(spec: BackendSpec, opts: BackendOptions) -> ClipEmbedder:
+    """The backend ``spec`` as :class:`ClipEmbedder` (:attr:`persistbench.backends.BackendSpec.loader`)."""
+    from persistbench.backends import weights_and_device
+
+    return ClipEmbedder(*weights_and_device(spec, opts))

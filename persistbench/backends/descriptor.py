@@ -3,10 +3,15 @@ that no maintained package provides, exported by the user from their upstream co
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from persistbench.backends.features import IMAGENET_MEAN, IMAGENET_STD
 from persistbench.core.errors import PersistbenchError
+
+if TYPE_CHECKING:
+    from persistbench.backends import BackendOptions, BackendSpec
 
 
 class ExportedDescriptor:
@@ -41,3 +46,14 @@ class ExportedDescriptor:
                 y = y[0]
             out.append(y.reshape(len(x), -1).float().cpu().numpy())
         return np.concatenate(out)
+
+
+def load(spec: BackendSpec, opts: BackendOptions) -> ExportedDescriptor:
+    """The backend ``spec``, a ``torch.export`` archive, as :class:`ExportedDescriptor`."""
+    from persistbench.backends import BackendUnavailable, weights_and_device
+
+    weights, device = weights_and_device(spec, opts)
+    try:
+        return ExportedDescriptor(weights, device, opts.batch_size)
+    except Exception as e:  # torch.export.load's errors for a zip that is not an exported program
+        raise BackendUnavailable(f"{weights.source}: not a torch.export archive ({e})".splitlines()[0]) from None

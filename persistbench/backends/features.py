@@ -3,7 +3,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
+
+if TYPE_CHECKING:
+    from persistbench.backends import BackendOptions, BackendSpec
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -75,3 +80,10 @@ class PatchFeatures:
         for start, hidden in self._hidden(frames, fit):
             out[start : start + len(hidden)] = hidden[:, 0]
         return out
+
+
+def load(spec: BackendSpec, opts: BackendOptions) -> PatchFeatures:
+    """The backend ``spec`` as :class:`PatchFeatures` (:attr:`persistbench.backends.BackendSpec.loader`)."""
+    from persistbench.backends import weights_and_device
+
+    return PatchFeatures(*weights_and_device(spec, opts), opts.batch_size)

@@ -12,10 +12,14 @@ checkpoints are converted from the original's), so the same weights give the sam
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from persistbench.backends.features import IMAGENET_MEAN, IMAGENET_STD
+
+if TYPE_CHECKING:
+    from persistbench.backends import BackendOptions, BackendSpec
 
 MAX_TEXT_TOKENS = 256  # the original's max_text_len: token scores past it are never read
 
@@ -115,3 +119,10 @@ class GroundingDetector:
             tokens = [ids[i] for i in np.flatnonzero(on)]
             phrases.append(self.tokenizer.decode(tokens).replace(".", ""))
         return Detections(boxes[kept].astype(np.float32), best[kept].astype(np.float32), tuple(phrases))
+
+
+def load(spec: BackendSpec, opts: BackendOptions) -> GroundingDetector:
+    """The backend ``spec`` as :class:`GroundingDetector` (:attr:`persistbench.backends.BackendSpec.loader`)."""
+    from persistbench.backends import weights_and_device
+
+    return GroundingDetector(*weights_and_device(spec, opts))

@@ -39,6 +39,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -46,6 +47,9 @@ from persistbench.backends import JudgeOptions
 from persistbench.core.errors import PersistbenchError
 from persistbench.core.layout import judge_answer
 from persistbench.io.files import parse_json, read_json, write_json
+
+if TYPE_CHECKING:
+    from persistbench.backends import BackendOptions, BackendSpec
 
 SYSTEM_PROMPT = "You are a helpful assistant."
 MAX_REPLY_BYTES = 8 << 20  # an HTTP body larger than this is an invalid reply, not read further
@@ -501,3 +505,12 @@ def _without_credentials(url: str) -> str:
     host = parts.hostname or ""
     netloc = host + (f":{parts.port}" if parts.port else "")
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def load(spec: BackendSpec, opts: BackendOptions) -> Judge:
+    """The judge at the endpoint ``opts.judge`` names."""
+    from persistbench.backends import NO_JUDGE, BackendUnavailable
+
+    if opts.judge is None:
+        raise BackendUnavailable(NO_JUDGE)
+    return Judge(opts.judge)

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from persistbench.backends import BackendOptions, BackendSpec
 
 GRAY = (0.2989, 0.587, 0.114)  # the NTSC weights of LightGlue's image processor (torchvision's rgb_to_grayscale)
 
@@ -78,3 +82,10 @@ class PairMatcher:
                 ok = (idx > -1) & (idx < len(kp_b)) & (score > threshold)
                 out.append(Matches(len(kp_a), len(kp_b), kp_a[ok], kp_b[idx[ok]]))
         return out
+
+
+def load(spec: BackendSpec, opts: BackendOptions) -> PairMatcher:
+    """The backend ``spec`` as :class:`PairMatcher` (:attr:`persistbench.backends.BackendSpec.loader`)."""
+    from persistbench.backends import weights_and_device
+
+    return PairMatcher(*weights_and_device(spec, opts), opts.batch_size)

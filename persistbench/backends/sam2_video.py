@@ -22,10 +22,14 @@ import tempfile
 import warnings
 import zipfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from persistbench.backends import BackendUnavailable
+
+if TYPE_CHECKING:
+    from persistbench.backends import BackendOptions, BackendSpec
 
 # (width of the trunk's first stage, number of blocks) -> the package's configuration of that checkpoint
 CONFIGS = {
@@ -136,3 +140,10 @@ def _has_extension() -> bool:
     except ImportError:
         return False
     return True
+
+
+def load(spec: BackendSpec, opts: BackendOptions) -> Sam2PackageTracker:
+    """The backend ``spec`` as :class:`Sam2PackageTracker` (:attr:`persistbench.backends.BackendSpec.loader`)."""
+    from persistbench.backends import weights_and_device
+
+    return Sam2PackageTracker(*weights_and_device(spec, opts))

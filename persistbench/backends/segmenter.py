@@ -9,7 +9,12 @@ pixels: upstream embeds it again for each concept); each box is its own prompt.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
+
+if TYPE_CHECKING:
+    from persistbench.backends import BackendOptions, BackendSpec
 
 
 class BoxSegmenter:
@@ -50,3 +55,10 @@ class BoxSegmenter:
             )
         masks = self.processor.post_process_masks(out.pred_masks.cpu(), inputs["original_sizes"])[0]
         return masks[:, 0].numpy().astype(bool), out.iou_scores[0, :, 0].float().cpu().numpy()
+
+
+def load(spec: BackendSpec, opts: BackendOptions) -> BoxSegmenter:
+    """The backend ``spec`` as :class:`BoxSegmenter` (:attr:`persistbench.backends.BackendSpec.loader`)."""
+    from persistbench.backends import weights_and_device
+
+    return BoxSegmenter(*weights_and_device(spec, opts))

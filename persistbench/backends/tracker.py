@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
+
+if TYPE_CHECKING:
+    from persistbench.backends import BackendOptions, BackendSpec
 
 
 class VideoTracker:
@@ -56,3 +61,10 @@ class VideoTracker:
                 masks = self.processor.post_process_masks([step.pred_masks], original_sizes=size, binarize=True)[0]
                 out[:, step.frame_idx] = masks[:, 0].cpu().numpy().astype(bool)
         return out
+
+
+def load(spec: BackendSpec, opts: BackendOptions) -> VideoTracker:
+    """The backend ``spec`` as :class:`VideoTracker` (:attr:`persistbench.backends.BackendSpec.loader`)."""
+    from persistbench.backends import weights_and_device
+
+    return VideoTracker(*weights_and_device(spec, opts))

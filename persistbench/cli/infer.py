@@ -24,7 +24,7 @@ from persistbench.cli.options import (
     suite_options,
 )
 from persistbench.core.errors import PersistbenchError
-from persistbench.models.registry import BUILTINS
+from persistbench.models.registry import MODELS
 
 
 @click.command(cls=SuiteCommand)
@@ -32,7 +32,7 @@ from persistbench.models.registry import BUILTINS
     "--model",
     "model_spec",
     required=True,
-    help=" | ".join(BUILTINS) + " | an installed model's name | file.py:Class | module:Class | "
+    help=" | ".join(MODELS) + " | an installed model's name | file.py:Class | module:Class | "
     "'cmd:PROGRAM {input} {output}'",
 )
 @dataset_option()
@@ -86,7 +86,7 @@ def infer(
     from persistbench.core.infer import InferOptions, check_complete
     from persistbench.core.infer import infer as run_infer
     from persistbench.core.suites import detect
-    from persistbench.executors import Selection
+    from persistbench.executors import Selection, check_sharding
     from persistbench.io.files import read_json
 
     if resume and overwrite:
@@ -109,10 +109,7 @@ def infer(
         suite=suite,
         suite_options=suite_options(ctx, suite, "infer", suite_option),
     )
-    if shard is not None and aggregate_only:
-        raise click.UsageError(
-            "--shard runs cases; --aggregate-only then checks all shards: use them in separate calls"
-        )
+    check_sharding(shard, aggregate_only)
     selected = Selection(limit, subset, shard)
     if aggregate_only:
         result = check_complete(opts, selected)

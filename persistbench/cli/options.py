@@ -1,9 +1,10 @@
 """Options that several commands share, each defined once, and how a command takes its suite's options.
 
-A command that takes suite options is a :class:`SuiteCommand`: ``--<name> VALUE`` tokens it does not
-know are set aside before click parses the rest, ``-S name=VALUE`` is an option of its own, and
-:func:`suite_options` converts both with the options the suite declares
-(:class:`~persistbench.core.options.SuiteOption`), once the suite is known.
+A command that takes suite options is a :class:`SuiteCommand`: the suite is resolved before click parses
+(``--suite NAME``, or recognised from the dataset the command names) and its options for the command become
+options of the command (in ``--help``; a typo is click's ``No such option`` with the closest names);
+``-S name=VALUE`` is an option of its own, and :func:`suite_options` converts both with the options the suite
+declares (:class:`~persistbench.core.options.SuiteOption`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import click
 
 from persistbench.core.errors import PersistbenchError, UsageError
 from persistbench.core.options import FiniteFloat
+from persistbench.executors.base import EXECUTORS
 
 
 def _shard(ctx: click.Context, param: click.Parameter, value: str | None):
@@ -106,7 +108,7 @@ def executor_options(f):
     options = [
         click.option(
             "--executor",
-            type=click.Choice(["serial", "processes", "ray"]),
+            type=click.Choice(list(EXECUTORS)),
             default=None,
             help="Where cases run: in this process, in local processes, or on Ray "
             "(default: serial, or processes with --workers > 1).",
@@ -309,44 +311,83 @@ SUITE_OPTION = click.option(
 )
 
 
-def declared_suite_flags(command: str) -> set[str]:
-    """Every ``--name`` a registered suite declares for ``command``."""
-    from persistbench.core.suites import SUITES
+def _suite_named(args: list[str], dataset_flags: tuple[str, ...]) -> str | None:
+    """The suite a command line names: ``--suite NAME``, else the one that recognises the dataset a flag of
+    ``dataset_flags`` (or the first argument) names; None when neither says (then every suite's options apply)."""
+    from persistbench.core.suites import SUITES, detect
 
-    return {o.flag for name in SUITES for o in SUITES[name].option_specs if command in o.commands}
+    given = {}
+    for i, token in enumerate(args):
+        if token == "--":
+            break
+        name, eq, value = token.partition("=")
+        if name in ("--suite", *dataset_flags):
+            given.setdefault(name, value if eq else (args[i + 1] if i + 1 < len(args) else None))
+    if given.get("--suite") in SUITES:
+        return given["--suite"]
+    roots = [given.get(f) for f in dataset_flags] + ([args[0]] if args and not args[0].startswith("-") else [])
+    for root in (r for r in roots if r):
+        try:
+            return detect(root)
+        except PersistbenchError:
+            continue
+    return None
+
+
+def _set_aside(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        ctx.meta.setdefault("suite_args", []).append((param.name, value))
 
 
 class SuiteCommand(click.Command):
-    """A command that also takes its suite's options: ``--name VALUE`` and ``--name=VALUE`` tokens that some
-    registered suite declares for this command are set aside (``ctx.meta["suite_args"]``) before click parses
-    the rest; any other unknown ``--name`` is click's ``No such option``, with the closest names."""
+    """A command that also takes its suite's options, as options of its own: ``--name VALUE`` for each option the
+    suite declares for this command (:attr:`~persistbench.core.suite.Suite.option_specs`), resolved before click
+    parses (:func:`_suite_named`); without a suite to resolve, every registered suite's. Their values are set
+    aside (``ctx.meta["suite_args"]``) for :func:`suite_options`."""
+
+    dataset_flags = ("--dataset",)  # the options that name a dataset whose suite can be recognised
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        import difflib
+        from persistbench.core.suites import SUITES
 
-        own = {o for p in self.params for o in (*p.opts, *p.secondary_opts)} | set(ctx.help_option_names)
-        declared = declared_suite_flags(self.name or "")
-        kept, pulled, i = [], [], 0
-        while i < len(args):
-            token = args[i]
-            if token == "--":
-                kept += args[i:]
-                break
-            name, eq, value = token.partition("=")
-            if token.startswith("--") and len(token) > 2 and name not in own:
-                if name not in declared:
-                    close = difflib.get_close_matches(name, sorted(own | declared), n=3)
-                    raise click.NoSuchOption(name, possibilities=close, ctx=ctx)
-                if not eq:
-                    if i + 1 >= len(args):
-                        raise click.UsageError(f"{token}: needs a value", ctx)
-                    value, i = args[i + 1], i + 1
-                pulled.append((name[2:], value))
-            else:
-                kept.append(token)
-            i += 1
-        ctx.meta["suite_args"] = pulled
-        return super().parse_args(ctx, kept)
+        suite = ctx.meta["suite_name"] = _suite_named(args, self.dataset_flags)
+        ctx.meta["suite_args"] = []
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as e:  # another suite's option: say whose it is not
+            if suite is None or e.option_name not in {f.opts[0] for f in self._suite_params(None, [])}:
+                raise
+            own = ", ".join(o.flag for o in SUITES[suite].option_specs if self.name in o.commands) or "none"
+            raise click.UsageError(
+                f"{e.option_name}: does not apply to --suite {suite} {self.name} (its options: {own})", ctx
+            ) from None
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        params = super().get_params(ctx)
+        if "suite_params" not in ctx.meta:
+            ctx.meta["suite_params"] = self._suite_params(ctx.meta.get("suite_name"), params)
+        return params[:-1] + ctx.meta["suite_params"] + params[-1:]  # the help option last
+
+    def _suite_params(self, suite: str | None, own: list[click.Parameter]) -> list[click.Option]:
+        from persistbench.core.suites import SUITES
+
+        taken = {o for p in own for o in (*p.opts, *p.secondary_opts)}
+        by_flag: dict[str, tuple[object, list[str]]] = {}
+        for name in [suite] if suite else list(SUITES):
+            for option in SUITES[name].option_specs:
+                if self.name in option.commands and option.flag not in taken:
+                    by_flag.setdefault(option.flag, (option, []))[1].append(name)
+        return [
+            click.Option(
+                [flag, option.name],
+                metavar=option.metavar,
+                expose_value=False,
+                show_default=False,
+                callback=_set_aside,
+                help=option.help if suite else f"[--suite {', '.join(names)}] {option.help}",
+            )
+            for flag, (option, names) in by_flag.items()
+        ]
 
 
 def suite_options(ctx: click.Context, suite: str, command: str, given: tuple[str, ...]) -> dict:

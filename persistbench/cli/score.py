@@ -44,9 +44,10 @@ from persistbench.core.options import Size
 @click.option(
     "--eval-size",
     default=None,
-    metavar="HxW",
-    type=Size("HEIGHTxWIDTH"),
-    help="Evaluation size, height x width (default: the protocol's, 384x512); scores go to scores/<protocol>-<hash>/.",
+    metavar="WxH",
+    type=Size(),
+    help="Evaluation size, width x height as every size on the command line (default: the protocol's); scores go "
+    "to scores/<protocol>-<hash>/.",
 )
 @click.option(
     "--lpips-weights",
@@ -107,6 +108,7 @@ def score(
     from persistbench.core.score import ScoreOptions, dataset_of
     from persistbench.core.score import score as run_score
     from persistbench.core.suites import detect
+    from persistbench.executors import Selection
 
     wanted = None if metric_list is None else tuple(m.strip() for m in metric_list.split(",") if m.strip())
     dataset = dataset if dataset is not None else dataset_of(pred)
@@ -118,7 +120,7 @@ def score(
         dataset=dataset,
         protocol=protocol,
         metrics=wanted,
-        eval_size=eval_size,
+        eval_size=eval_size[::-1] if eval_size else None,  # (h, w), as the protocol holds it
         suite=suite,
         suite_options=suite_options(ctx, suite, "score", suite_option),
         backends=backends,
@@ -126,8 +128,8 @@ def score(
     with executor.build() as ex:
         result = run_score(
             opts,
+            Selection(shard=shard),
             ex,
-            shard=shard,
             resume=resume,
             allow_partial=allow_partial,
             aggregate_only=aggregate_only,

@@ -9,9 +9,7 @@ written last. Cases run on an executor (:mod:`persistbench.executors`); nothing 
 
 from __future__ import annotations
 
-import atexit
 import functools
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,37 +90,33 @@ class InferOptions:
     suite_options: dict = field(default_factory=dict, hash=False)  # WROP's tasks, per_task, categories
 
     def open_suite(self) -> Suite:
-        """The suite on the dataset, opened once per process (each case of a run asks for it)."""
-        key = json.dumps([str(self.dataset), self.suite, self.suite_options], sort_keys=True, default=str)
-        if key not in _SUITES:
-            _SUITES.clear()  # one run at a time per process: the last dataset only
-            _SUITES[key] = open_suite(self.dataset, self.suite, self.suite_options)
-        return _SUITES[key]
+        """The suite on the dataset."""
+        return open_suite(self.dataset, self.suite, self.suite_options)
 
 
-_SUITES: dict[str, Suite] = {}
+@dataclass
+class Prepared:
+    """What every case of an ``infer`` run needs in one worker (:attr:`persistbench.executors.Job.setup`): the
+    suite opened on its dataset and the model, loaded once."""
 
+    suite: Suite
+    model: BaseModel
+    run: RunLayout
 
-_MODELS: dict[str, BaseModel] = {}  # loaded once per process (each worker has its own)
-
-
-def _model(opts: InferOptions) -> BaseModel:
-    key = json.dumps([opts.model, opts.device, opts.config], sort_keys=True)
-    if key not in _MODELS:
-        _MODELS[key] = load_model(opts.model, opts.device, opts.config)
-        atexit.register(close_models)  # worker processes end without returning to infer()
-    if hasattr(_MODELS[key], "log_dir"):  # a worker may serve several runs with one model
-        _MODELS[key].log_dir = RunLayout(opts.output).log_dir
-    return _MODELS[key]
-
-
-def close_models() -> None:
-    """Call ``close()`` on every model this process loaded, once."""
-    while _MODELS:
-        _, model = _MODELS.popitem()
-        close = getattr(model, "close", None)
+    def close(self) -> None:
+        """The model's ``close()`` (a ``cmd:`` model's program), when it has one."""
+        close = getattr(self.model, "close", None)
         if callable(close):
             close()
+
+
+def prepare(opts: InferOptions) -> Prepared:
+    """Open the suite and load the model, once per worker."""
+    run = RunLayout(opts.output)
+    model = load_model(opts.model, opts.device, opts.config)
+    if hasattr(model, "log_dir"):  # a cmd: model logs beside the run
+        model.log_dir = run.log_dir
+    return Prepared(opts.open_suite(), model, run)
 
 
 def sampling_of(model: object, name: str) -> tuple[int, tuple[int, int]]:
@@ -149,20 +143,19 @@ def sampling_of(model: object, name: str) -> tuple[int, tuple[int, int]]:
     return int(n), (int(res[0]), int(res[1]))
 
 
-def protocol_of(model: object, name: str, suite: Suite) -> dict:
+def sampling_record(model: object, name: str, suite: Suite) -> dict:
     """The sampling a model (class or instance) asks for, as recorded in ``run.json``."""
     n, res = sampling_of(model, name)
-    return {"num_frames": n, "resolution": list(res), "sampling": suite.sampling_note()}
+    return {"num_frames": n, "resolution": list(res), "rule": suite.sampling_note()}
 
 
-def infer_case(key: tuple[str, str], opts: InferOptions) -> None:
+def infer_case(state: Prepared, key: tuple[str, str], model_name: str) -> None:
     """Predict one case ``(subset, case_id)`` and write it; ``case.json`` last."""
     subset, case_id = key
-    model = _model(opts)
-    num_frames, resolution = sampling_of(model, opts.model)
+    model, suite = state.model, state.suite
+    num_frames, resolution = sampling_of(model, model_name)
     oracle = bool(getattr(model, "uses_ground_truth", False))
     with phase("decode"):
-        suite = opts.open_suite()
         req = suite.request(CaseRef(subset, case_id), num_frames, resolution, oracle)
     if oracle:
         model.ground_truth = req.ground_truth
@@ -183,7 +176,7 @@ def infer_case(key: tuple[str, str], opts: InferOptions) -> None:
         if projection == "equirect":
             frames, masks = _from_equirect(frames, masks, req.fields["target_cameras"], req.size)
         digest = suite.case_digest(CaseRef(subset, case_id))
-        _write_case(RunLayout(opts.output), subset, case_id, req, frames, masks, projection, digest)
+        _write_case(state.run, subset, case_id, req, frames, masks, projection, digest)
 
 
 def _from_equirect(frames, masks, cams, size):
@@ -232,10 +225,14 @@ def _write_case(run: RunLayout, subset, case_id, req: Request, frames, masks, pr
 # ---------------------------------------------------------------- the run
 
 
-def _predicted(key: tuple[str, str], run: RunLayout, opts: InferOptions) -> bool:
+def _predicted(suite: Suite, run: RunLayout, key: tuple[str, str]) -> bool:
     """Complete, and predicted on the case as the dataset has it now (where the case recorded its digest)."""
     info = complete_record(run, *key)
-    return info is not None and opts.open_suite().case_digest(CaseRef(*key)) in (None, info.get("case_sha256"))
+    return info is not None and suite.case_digest(CaseRef(*key)) in (None, info.get("case_sha256"))
+
+
+def _predicted_here(state: Prepared, key: tuple[str, str]) -> bool:
+    return _predicted(state.suite, state.run, key)
 
 
 def check_model_fits(factory: object, name: str, suite: Suite) -> None:
@@ -247,10 +244,9 @@ def check_model_fits(factory: object, name: str, suite: Suite) -> None:
         raise UsageError(f"--model {name}: copies the ground truth, and {suite.title} has none to give")
 
 
-def start_run(opts: InferOptions, resume: bool, overwrite: bool) -> RunRecord:
+def start_run(opts: InferOptions, suite: Suite, resume: bool, overwrite: bool) -> RunRecord:
     """Write (or, with ``resume``, check) ``run.json`` before any case; return it."""
     run = RunLayout(opts.output)
-    suite = opts.open_suite()
     factory = resolve(opts.model)
     # num_frames and resolution are class attributes; a cmd: model takes them from its config,
     # so it is built here (cheaply). Real models load in the workers only.
@@ -260,7 +256,7 @@ def start_run(opts: InferOptions, resume: bool, overwrite: bool) -> RunRecord:
         config=opts.config or {},
         device=opts.device,
         oracle=bool(getattr(model, "uses_ground_truth", False)),
-        protocol=protocol_of(model, opts.model, suite),
+        sampling=sampling_record(model, opts.model, suite),
         dataset={
             "root": suite.dataset_id(),
             "fingerprint": suite.fingerprint(),
@@ -311,6 +307,7 @@ def infer(
     opts: InferOptions,
     selection: Selection | None = None,
     executor: Executor | None = None,
+    *,
     resume: bool = False,
     overwrite: bool = False,
     progress: bool = True,
@@ -333,17 +330,15 @@ def infer(
     check_model_fits(resolve(opts.model), opts.model, suite)  # refused once, before the run's folder is made
     check_output(opts.output, inputs=[("dataset", opts.dataset)], accepts=(RUN,))
     check_writable(opts.output)
-    start_run(opts, resume or (selection.shard is not None and not overwrite), overwrite)
+    start_run(opts, suite, resume or (selection.shard is not None and not overwrite), overwrite)
     run = RunLayout(opts.output)
     names = {(c.subset, c.case_id): suite.key(c) for c in cases}
-    predicted = functools.partial(_predicted, run=run, opts=opts)
-    job = Job("infer", functools.partial(infer_case, opts=opts), run.state_dir, predicted)
-    try:
-        return (executor or SerialExecutor()).run(
-            job, list(names), key_of=names.__getitem__, is_done=predicted, progress=progress
-        )
-    finally:
-        close_models()
+    work = functools.partial(infer_case, model_name=opts.model)
+    job = Job("infer", work, run.state_dir, _predicted_here, functools.partial(prepare, opts))
+    predicted = functools.partial(_predicted, suite, run)
+    return (executor or SerialExecutor()).run(
+        job, list(names), key_of=names.__getitem__, is_done=predicted, progress=progress
+    )
 
 
 def check_complete(opts: InferOptions, selection: Selection | None = None) -> RunResult:
@@ -360,7 +355,7 @@ def check_complete(opts: InferOptions, selection: Selection | None = None) -> Ru
     outcomes = []
     for c in selection.apply(suite.cases(), lambda c: c.subset):
         key = suite.key(c)
-        if _predicted((c.subset, c.case_id), run, opts):
+        if _predicted(suite, run, (c.subset, c.case_id)):
             outcomes.append(Outcome(key, "done", attempts=records.get(key, {}).get("attempts", 1)))
         else:
             reason = str(records.get(key, {}).get("reason") or "not predicted").split("\n", 1)[0]

@@ -86,12 +86,11 @@ class ExistingFolder(click.ParamType):
 
 
 class Size(click.ParamType):
-    """``AxB`` -> ``(a, b)``, both positive; ``label`` names the order (``WIDTHxHEIGHT`` unless said)."""
+    """``WxH`` -> ``(w, h)``, both positive: every size on the command line is width x height (a protocol's and the
+    package's own sizes are ``(h, w)``; the command converts)."""
 
     name = "WxH"
-
-    def __init__(self, label: str = "WIDTHxHEIGHT"):
-        self.label = label
+    label = "WIDTHxHEIGHT"
 
     def convert(self, value, param, ctx):
         if isinstance(value, tuple):

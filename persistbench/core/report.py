@@ -2,7 +2,7 @@
 
 The page is the runs' leaderboard and provenance, with the warnings that say why numbers are not
 comparable (different protocol hash or dataset, partial runs); what the leaderboard shows and which
-figures follow are the scorer's (:meth:`~persistbench.core.scorer.Scorer.report_sections`), found from the
+figures follow are the scorer's (:meth:`~persistbench.core.protocol.Scorer.report_sections`), found from the
 summaries' header (``suite``, ``scorer``). Charts
 use matplotlib (the ``report`` extra); every image is inlined as a PNG data URI.
 """

@@ -28,7 +28,8 @@ _COMMON = ("uid", "subset", "projection", "has_masks", "files", "size")
 class RunRecord:
     """``run.json`` of a run ``infer`` made; its JSON form is :meth:`to_json` (keys sorted when written).
 
-    ``protocol`` is the model's sampling (``num_frames``, ``resolution``, ``sampling``: the suite's rule);
+    ``sampling`` is what the model was given (``num_frames``, ``resolution``, ``rule``: the suite's words for how
+    it samples; runs before 0.6 call it ``protocol``, its rule ``sampling``, and are read as the same);
     ``dataset`` the root it ran on and its fingerprint, which ``score`` checks.
     """
 
@@ -36,7 +37,7 @@ class RunRecord:
     config: dict
     device: str
     oracle: bool
-    protocol: dict
+    sampling: dict
     dataset: dict
     toolkit_version: str
     model_class: str
@@ -55,7 +56,7 @@ class RunRecord:
     def differs(self, other: RunRecord, by_case: bool = False) -> str | None:
         """What makes ``other`` (a run already on disk) a different run than this one, or None. With ``by_case``
         the dataset's fingerprint may differ: its cases are then compared one by one (:func:`stale_cases`)."""
-        for key in ("model", "config", "protocol"):
+        for key in ("model", "config", "sampling"):
             if getattr(other, key) != getattr(self, key):
                 return f"a different {key} ({getattr(other, key)!r} there)"
         if not by_case and (other.dataset or {}).get("fingerprint") != self.dataset["fingerprint"]:
@@ -185,15 +186,18 @@ def read_run_info(run: RunLayout) -> dict | None:
         raise PersistbenchError(f"{run.run_json}: model: must be printable text of at most {MAX_MODEL_TEXT} characters")
     if not isinstance(info.get("oracle", False), bool):
         raise PersistbenchError(f"{run.run_json}: oracle: must be true or false")
-    protocol = info.get("protocol", {})
-    frames, size = (protocol.get(k) for k in ("num_frames", "resolution")) if isinstance(protocol, dict) else (0, 0)
+    if "sampling" not in info and isinstance(info.get("protocol"), dict):  # a run of an earlier version
+        old = info.pop("protocol")
+        info["sampling"] = {**{k: v for k, v in old.items() if k != "sampling"}, "rule": old.get("sampling", "")}
+    sampling = info.get("sampling", {})
+    frames, size = (sampling.get(k) for k in ("num_frames", "resolution")) if isinstance(sampling, dict) else (0, 0)
     if not (
-        isinstance(protocol, dict)
+        isinstance(sampling, dict)
         and (frames is None or (_count(frames, 1, MAX_RECORD_INT) or frames == -1) and not isinstance(frames, bool))
         and (size is None or (isinstance(size, list) and len(size) == 2 and all(_signed(v) for v in size)))
     ):
         raise PersistbenchError(
-            f"{run.run_json}: protocol: must be {{num_frames: -1 or a positive integer, resolution: [h, w]}}"
+            f"{run.run_json}: sampling: must be {{num_frames: -1 or a positive integer, resolution: [h, w]}}"
         )
     return info
 

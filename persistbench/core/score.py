@@ -28,7 +28,7 @@ from persistbench.core.runs import read_run_info, stale_cases
 from persistbench.core.suite import Suite
 from persistbench.core.suites import SUITES, detect, open_suite
 from persistbench.core.timing import phase
-from persistbench.executors import Executor, Job, RunResult, Selection, SerialExecutor, Shard
+from persistbench.executors import Executor, Job, RunResult, Selection, SerialExecutor, check_sharding
 from persistbench.io.files import check_writable, read_json, write_json, write_text
 from persistbench.metrics.registry import METRICS, order
 
@@ -67,10 +67,9 @@ def wanted_metrics(protocol: Protocol, names: tuple[str, ...] | None) -> tuple[s
     return tuple(order(names))
 
 
-@functools.lru_cache(maxsize=4)
 def unavailable_metrics(wanted: tuple[str, ...], backends: BackendOptions) -> dict[str, str]:
     """Metric of ``wanted`` -> why it cannot be computed here: a backend it always needs
-    (:attr:`~persistbench.metrics.registry.MetricSpec.backend`) does not load (loaded once per process)."""
+    (:attr:`~persistbench.metrics.registry.MetricSpec.backend`) does not load."""
     out = {}
     for m in wanted:
         if METRICS[m].backend:
@@ -86,10 +85,26 @@ def _context(opts: ScoreOptions, wanted: tuple[str, ...], scores_dir: Path | Non
     return ScoreContext(wanted, unavailable, dict(opts.suite_options), opts.allow_partial, scores_dir, opts.backends)
 
 
-def _score_one(key: tuple[str, str], opts: ScoreOptions, run_info: dict | None, wanted: tuple[str, ...]) -> None:
+@dataclass
+class Prepared:
+    """What every case of a scoring needs in one worker (:attr:`persistbench.executors.Job.setup`): the suite
+    opened on its dataset, the protocol and the score context (the metrics' backends tried once)."""
+
+    suite: Suite
+    protocol: Protocol
+    ctx: ScoreContext
+    run: RunLayout
+
+
+def prepare(opts: ScoreOptions, wanted: tuple[str, ...]) -> Prepared:
     suite = opts.open_suite()
     protocol = opts.load_protocol(suite)
     run = RunLayout(opts.pred)
+    return Prepared(suite, protocol, _context(opts, wanted, run.scores_dir(protocol.dirname)), run)
+
+
+def _score_one(state: Prepared, key: tuple[str, str], run_info: dict | None) -> None:
+    suite, protocol, run = state.suite, state.protocol, state.run
     case = CaseRef(*key)
     with phase("decode"):
         pred = suite.read_prediction(run.root, run_info, case)
@@ -97,9 +112,7 @@ def _score_one(key: tuple[str, str], opts: ScoreOptions, run_info: dict | None, 
         raise PersistbenchError(f"{case.case_id}: the prediction disappeared while scoring")
     path = run.case_scores(protocol.dirname, *key)
     with phase("metrics"):  # the suite decodes the frames it scores as it goes
-        new = protocol.scorer.score_case(
-            suite, case, pred, protocol, _context(opts, wanted, run.scores_dir(protocol.dirname))
-        )
+        new = protocol.scorer.score_case(suite, case, pred, protocol, state.ctx)
     with phase("write"):
         old = read_json(path) if path.is_file() else None
         if isinstance(old, dict) and all(old.get(k) == new[k] for k in ("protocol_sha256", "prediction_sha256")):
@@ -216,23 +229,26 @@ def recorded_options(run_info: dict | None, run: RunLayout, suite: str) -> dict:
 
 def score(
     opts: ScoreOptions,
+    selection: Selection | None = None,
     executor: Executor | None = None,
-    shard: Shard | None = None,
+    *,
     resume: bool = False,
     allow_partial: bool = False,
     aggregate_only: bool = False,
     progress: bool = True,
 ) -> RunResult:
-    """Score every case of the dataset that the run predicted on ``executor`` (default: serial); write per-case
-    files and aggregates. The result's ``value`` is the summary.
+    """Score every case of the dataset that the run predicted (of ``selection``: its shard) on ``executor``
+    (default: serial); write per-case files and aggregates. The result's ``value`` is the summary. ``infer``
+    takes the same ``(options, selection, executor)`` and flags.
 
-    With ``shard``, only that shard's cases are scored and no aggregates are written (``value`` is None): run
+    With ``selection.shard``, only that shard's cases are scored and no aggregates are written (``value`` is None): run
     ``aggregate_only`` once every shard is done. When a case fails, no aggregates are written either. Without
     ``resume`` every selected case is scored again; with it, cases whose scores are up to date are kept.
     Metrics not requested now but scored before for the same prediction and protocol are kept.
     """
-    if shard is not None and aggregate_only:
-        raise UsageError("--shard scores cases; --aggregate-only then combines all shards: use them in separate calls")
+    selection = selection or Selection()
+    shard = selection.shard
+    check_sharding(shard, aggregate_only)
     check_pred(opts.pred)
     run = RunLayout(opts.pred)
     run_info = read_run_info(run)
@@ -255,7 +271,7 @@ def score(
         raise PersistbenchError(f"{suite.dataset_id()}: no cases to score against")
     if recorded and recorded != fingerprint:
         check_cases_unchanged(suite, run, everything, recorded, fingerprint)
-    cov = coverage(suite, run, run_info, Selection(shard=shard).apply(everything), everything)
+    cov = coverage(suite, run, run_info, selection.apply(everything, lambda c: c.subset), everything)
     if cov.partial and not allow_partial:
         raise PersistbenchError(f"{run.root}: {'; '.join(cov.problems())}; --allow-partial scores the rest")
     opts = replace(opts, metrics=wanted, allow_partial=allow_partial)
@@ -283,8 +299,9 @@ def score(
         )
         job = Job(
             "score",
-            functools.partial(_score_one, opts=opts, run_info=run_info, wanted=wanted),
+            functools.partial(_score_one, run_info=run_info),
             run.scores_state_dir(protocol.dirname),
+            setup=functools.partial(prepare, opts, wanted),
         )
         result = (executor or SerialExecutor()).run(
             job,

@@ -3,12 +3,12 @@
 A suite owns its on-disk format (recognised from a dataset root by :meth:`Suite.detect`), its
 case list, what the model gets for a case (:meth:`Suite.request`), how a run's prediction of a
 case is found (:meth:`Suite.read_prediction`), the options it takes (:attr:`Suite.option_specs`),
-and its protocols, each scored by a :class:`~persistbench.core.scorer.Scorer` (:attr:`Suite.scorers`).
+and its protocols, each scored by a :class:`~persistbench.core.protocol.Scorer` (:attr:`Suite.scorers`).
 Everything else (the case loop, the run layout, resume, workers, shards, coverage, the output
 files) is shared.
 
 Adding a suite: a folder with a :class:`Suite` subclass, registered by a line in
-:data:`persistbench.core.suites.BUILTIN` or by an entry point of the group ``persistbench.suites``;
+:data:`persistbench.suites.BUILTIN` or by an entry point of the group ``persistbench.suites``;
 see docs/architecture.md.
 """
 

@@ -17,6 +17,7 @@ the worker, for ``persistbench report``.
 
 from __future__ import annotations
 
+import atexit
 import os
 import socket
 import sys
@@ -27,11 +28,12 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from persistbench.core import timing
-from persistbench.core.errors import ForeignError, Interrupted, PersistbenchError, debugging, os_error_line
+from persistbench.core.errors import ForeignError, Interrupted, PersistbenchError, UsageError, debugging, os_error_line
 from persistbench.core.layout import stage_lock, stage_log, stage_record, stage_records_dir
+from persistbench.core.registry import Registry
 from persistbench.io.files import file_lock, read_json, write_json, write_text
 
 T = TypeVar("T")
@@ -57,6 +59,16 @@ class Shard:
 
     def __str__(self) -> str:
         return f"{self.index}/{self.count}"
+
+
+def check_sharding(shard: Shard | None, aggregate_only: bool) -> None:
+    """The rule of every stage that runs in shards: ``--shard`` runs part of the items, ``--aggregate-only`` then
+    combines what every shard made, and never both in one call."""
+    if shard is not None and aggregate_only:
+        raise UsageError(
+            "--shard runs part of the items; --aggregate-only then combines what every shard made: "
+            "use them in separate calls"
+        )
 
 
 @dataclass(frozen=True)
@@ -146,17 +158,45 @@ class RunResult:
 class Job(Generic[T]):
     """One stage's work on one item, run in any worker.
 
-    ``work(item)`` does the job and raises :class:`PersistbenchError` with a one-line reason on bad
-    input; it marks its phases with :func:`persistbench.core.timing.phase`. ``is_done(item)``, when given,
-    says whether the item's outputs are already complete (checked again in the worker just before the
-    work, so an item another process finished meanwhile is not redone). ``state_dir`` holds the
-    per-case records.
+    ``setup()``, when given, makes what every case of the stage needs (the suite opened on its dataset, the
+    protocol, a loaded model): it runs once in each worker, before its first case, and the job keeps the
+    result for the worker's later cases (as a datatrove step keeps its loaded state per rank); it is never
+    pickled, and :meth:`release` closes it (``close()``) when the worker is done with the job. ``work`` then
+    takes it first: ``work(prepared, item)``, else ``work(item)``; ``is_done`` likewise. ``work`` does the job
+    and raises :class:`PersistbenchError` with a one-line reason on bad input; it marks its phases with
+    :func:`persistbench.core.timing.phase`. ``is_done(item)``, when given, says whether the item's outputs are
+    already complete (checked again in the worker just before the work, so an item another process finished
+    meanwhile is not redone). ``state_dir`` holds the per-case records.
     """
 
     stage: str
-    work: Callable[[T], object]
+    work: Callable[..., object]
     state_dir: Path
-    is_done: Callable[[T], bool] | None = None
+    is_done: Callable[..., bool] | None = None
+    setup: Callable[[], object] | None = None
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "_prepared"}  # each worker prepares its own
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+
+    def prepared(self) -> object:
+        """What :attr:`setup` made in this process (made now, on first use)."""
+        if "_prepared" not in self.__dict__:
+            object.__setattr__(self, "_prepared", self.setup())  # frozen: the cache is not a field
+            atexit.register(self.release)  # a worker process ends without telling its jobs
+        return self.__dict__["_prepared"]
+
+    def release(self) -> None:
+        """Close what :attr:`setup` made in this process, if anything (a model's ``close()``)."""
+        prepared = self.__dict__.pop("_prepared", None)
+        close = getattr(prepared, "close", None)
+        if callable(close):
+            close()
+
+    def _args(self, item: T) -> tuple:
+        return (self.prepared(), item) if self.setup is not None else (item,)
 
     def __call__(self, key: str, item: T) -> Outcome:
         start = time.perf_counter()
@@ -164,14 +204,18 @@ class Job(Generic[T]):
         # Two runs into one output on one machine do each case once: the second waits, then finds it done.
         # Only work is saved: outputs are renamed into place whole, so an unlocked duplicate writes the same bytes.
         with file_lock(stage_lock(self.state_dir, key), best_effort=True):
-            if self.is_done is not None and self.is_done(item):
+            try:
+                done = self.is_done is not None and self.is_done(*self._args(item))
+            except PersistbenchError:
+                done = False  # setup failed: the work says why
+            if done:
                 return Outcome(key, "skipped", worker=worker)
             return self._run(key, item, start, worker)
 
     def _run(self, key: str, item: T, start: float, worker: str) -> Outcome:
         with timing.collect() as phases:
             try:
-                self.work(item)
+                self.work(*self._args(item))
                 status, reason = "done", ""
             except ForeignError as e:  # the user's code: one line pointing to its log, the traceback in the record
                 log = self._log(key, e.details)
@@ -219,6 +263,17 @@ class Executor(ABC):
     """
 
     name = "executor"
+    one_at_a_time: ClassVar[bool] = False  # runs one case at a time, in this process (no --workers)
+    cluster: ClassVar[bool] = False  # takes --ray-address, --cpus-per-task and --gpus-per-task
+
+    @classmethod
+    def from_options(cls, opts: ExecutorOptions) -> Executor:
+        """A new executor of this kind from the command line's options."""
+        return (
+            cls(max_retries=opts.max_retries)
+            if cls.one_at_a_time
+            else cls(workers=opts.workers, max_retries=opts.max_retries)
+        )
 
     def __init__(self, max_retries: int = DEFAULT_MAX_RETRIES, worker_setup: Callable[[], object] | None = None):
         self.max_retries = max_retries
@@ -308,6 +363,7 @@ class Executor(ABC):
             raise Interrupted(job.stage, finished, len(items)) from None
         finally:
             bar.close()
+            job.release()  # what a serial run prepared here
             if owned:
                 self.__exit__()
         return RunResult(job.stage, [outcomes[key_of(it)] for it in items], self.name)
@@ -464,3 +520,45 @@ def take_job(job: Job, cwd: str) -> Job | Refusal:
             "(docs/distributed.md)"
         )
     return job
+
+
+EXECUTORS: Registry[type[Executor]] = Registry(
+    "executor",
+    {
+        "serial": "persistbench.executors.local:SerialExecutor",
+        "processes": "persistbench.executors.local:ProcessExecutor",
+        "ray": "persistbench.executors.ray:RayExecutor",
+    },
+    option="--executor",
+)
+
+
+@dataclass(frozen=True)
+class ExecutorOptions:
+    """The command line's executor options. ``kind`` None: serial for one worker, processes for more."""
+
+    kind: str | None = None
+    workers: int | None = None
+    ray_address: str | None = None
+    cpus_per_task: float = 1.0
+    gpus_per_task: float = 0.0
+    max_retries: int = DEFAULT_MAX_RETRIES
+
+    def __post_init__(self) -> None:
+        cls = EXECUTORS[self.resolved]
+        if not cls.cluster and (self.ray_address or self.gpus_per_task or self.cpus_per_task != 1.0):
+            raise UsageError("--ray-address, --cpus-per-task and --gpus-per-task need --executor ray")
+        if cls.one_at_a_time and (self.workers or 1) > 1:
+            raise UsageError(
+                f"--executor {self.resolved} runs one case at a time; --workers {self.workers} needs processes or ray"
+            )
+
+    @property
+    def resolved(self) -> str:
+        if self.kind is not None:
+            return self.kind
+        return "processes" if (self.workers or 1) > 1 else "serial"
+
+    def build(self) -> Executor:
+        """A new executor of this kind (not started: use it as a context manager, or let ``run`` start it)."""
+        return EXECUTORS[self.resolved].from_options(self)

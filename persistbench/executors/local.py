@@ -22,6 +22,7 @@ class SerialExecutor(Executor):
     """Every case in this process, one after the other (the reference the others are compared with)."""
 
     name = "serial"
+    one_at_a_time = True
 
     def _results(self, job: Job, calls: deque[_Call]) -> Iterator[tuple[_Call, Outcome | WorkerLost]]:
         while calls:
@@ -63,9 +64,13 @@ def _serve(conn: Connection, parent: int, threads: int, setup: Any) -> None:
     job = None
     while (message := conn.recv()) is not None:
         if message[0] == "job":
+            if isinstance(job, Job):
+                job.release()
             job = take_job(*message[1:])
         else:
             conn.send(job(*message[1:]))
+    if isinstance(job, Job):
+        job.release()
 
 
 class _Process:

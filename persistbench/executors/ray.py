@@ -20,7 +20,16 @@ import tempfile
 from typing import Any
 
 from persistbench.core.errors import PersistbenchError
-from persistbench.executors.base import Job, Outcome, PoolExecutor, WorkerLost, _Call, limit_threads, take_job
+from persistbench.executors.base import (
+    ExecutorOptions,
+    Job,
+    Outcome,
+    PoolExecutor,
+    WorkerLost,
+    _Call,
+    limit_threads,
+    take_job,
+)
 
 LOCAL_OBJECT_STORE = 256 * 2**20  # a local cluster's object store: only keys and outcomes go through it
 CONNECT_TIMEOUT_S = 5.0
@@ -65,6 +74,8 @@ class _Worker:
         self.job: Any = None
 
     def set_job(self, job: Job, cwd: str) -> None:
+        if isinstance(self.job, Job):
+            self.job.release()
         self.job = take_job(job, cwd)
 
     def run(self, key: str, item: Any) -> Outcome:
@@ -84,6 +95,17 @@ class RayExecutor(PoolExecutor):
     ``workers``: actors at once (default: as many as the cluster's CPUs and GPUs allow)."""
 
     name = "ray"
+    cluster = True
+
+    @classmethod
+    def from_options(cls, opts: ExecutorOptions) -> RayExecutor:
+        return cls(
+            address=opts.ray_address,
+            cpus_per_task=opts.cpus_per_task,
+            gpus_per_task=opts.gpus_per_task,
+            workers=opts.workers,
+            max_retries=opts.max_retries,
+        )
 
     def __init__(
         self,

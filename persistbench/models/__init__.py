@@ -13,21 +13,20 @@ import hashlib
 import importlib
 import importlib.util
 from collections.abc import Callable
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from persistbench.core.errors import PersistbenchError, foreign
-from persistbench.models.registry import BUILTINS, ENTRY_POINT_GROUP
+from persistbench.models.registry import MODELS
 
 if TYPE_CHECKING:
     from persistbench.models.base import BaseModel
 
-__all__ = ["BaseModel", "ModelInput", "ModelOutput", "BUILTINS", "resolve", "load_model"]
+__all__ = ["MODELS", "BaseModel", "ModelInput", "ModelOutput", "load_model", "resolve"]
 
 
 def __getattr__(name: str):
-    # The interface (numpy) is imported on first use: the command line reads BUILTINS without it.
+    # The interface (numpy) is imported on first use: the command line reads MODELS without it.
     if name in ("BaseModel", "ModelInput", "ModelOutput"):
         from persistbench.models import base
 
@@ -64,20 +63,17 @@ def resolve(spec: str) -> Callable[..., BaseModel]:
         from persistbench.models.external import CommandModel
 
         return functools.partial(CommandModel, command=spec[len("cmd:") :])
-    if spec in BUILTINS:
-        return _from_module(*BUILTINS[spec].split(":"), spec)
-    registered = {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
-    if spec in registered:
+    if spec in MODELS:
         try:
-            return registered[spec].load()
-        except Exception as e:  # a third-party package: report whatever its import raises
-            raise foreign(f"--model {spec}: entry point {registered[spec].value} failed: {e}") from None
+            return MODELS[spec]
+        except Exception as e:  # a built-in, or a third-party package: report whatever its import raises
+            raise foreign(f"--model {spec}: {MODELS.spec(spec)} failed to load: {type(e).__name__}: {e}") from None
     target, sep, name = spec.rpartition(":")
     if sep and target.endswith(".py"):
         return _from_file(target, name, spec)
     if sep and target:
         return _from_module(target, name, spec)
-    known = ", ".join(sorted(BUILTINS) + sorted(registered))
+    known = ", ".join(MODELS)
     raise PersistbenchError(
         f"--model {spec}: unknown model; use one of {known}, file.py:Class, module:Class or cmd:..."
     )

@@ -1,14 +1,20 @@
 """Which models run by name: the built-ins (name -> ``module:Class``) and the entry point group of installed
-ones. Nothing here imports a model, so the command line can list them without numpy."""
+ones, as a :class:`~persistbench.core.registry.Registry`. Nothing here imports a model, so the command line can
+list them without numpy."""
 
 from __future__ import annotations
 
-ENTRY_POINT_GROUP = "persistbench.models"
+from persistbench.core.registry import Registry
 
-BUILTINS = {
-    "hold": "persistbench.models.builtin:HoldModel",
-    "reproject": "persistbench.models.builtin:ReprojectModel",
-    "warp": "persistbench.models.builtin:WarpModel",
-    "flow": "persistbench.models.builtin:FlowModel",
-    "oracle": "persistbench.models.builtin:OracleModel",
-}
+MODELS: Registry = Registry(
+    "model",
+    {
+        "hold": "persistbench.models.builtin:HoldModel",
+        "reproject": "persistbench.models.builtin:ReprojectModel",
+        "warp": "persistbench.models.builtin:WarpModel",
+        "flow": "persistbench.models.builtin:FlowModel",
+        "oracle": "persistbench.models.builtin:OracleModel",
+    },
+    "persistbench.models",
+    option="--model",
+)

@@ -125,7 +125,7 @@ def recipes_cases(fx: Fixtures, work: Path) -> None:
 
 
 def hub_cases(fx: Fixtures, work: Path) -> None:
-    from fakehub import FakeHub
+    from fakes.fakehub import FakeHub
 
     group = "hub"
     fresh(work)

@@ -17,7 +17,7 @@ from .fixtures import Fixtures
 from .harness import ROOT, check, fresh
 
 sys.path.insert(0, str(ROOT / "tests"))
-from judge_server import JudgeServer, completion
+from fakes.judge_server import JudgeServer, completion
 
 R2M_JUDGE = ["score", "--no-progress", "--pred", "r2m_run", "--dataset", "r2m", "--judge-model", "judge-x"]
 

@@ -156,16 +156,13 @@ def download(
     from pathlib import Path
 
     from persistbench.core.outputs import check_output, dataset_of
-    from persistbench.executors import Selection
+    from persistbench.executors import Selection, check_sharding
     from persistbench.suites.persistbench.build.download import DownloadOptions, aggregate, resolve_recipes
     from persistbench.suites.persistbench.build.download import download as run_download
     from persistbench.suites.persistbench.build.download import dry_run as plan_lines
     from persistbench.suites.persistbench.build.sources import SourceOptions
 
-    if shard is not None and aggregate_only:
-        raise click.UsageError(
-            "--shard runs cases; --aggregate-only then combines all shards: use them in separate calls"
-        )
+    check_sharding(shard, aggregate_only)
 
     ssh = gcloud = None
     given = {"--remote": remote, "--ssh-key": ssh_key, "--known-hosts": known_hosts, "--remote-python": remote_python}

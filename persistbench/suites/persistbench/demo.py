@@ -38,7 +38,7 @@ def run(out: Path, ex: Executor, progress: bool, step: Callable[[str], None]) ->
         checked(infer(InferOptions(dataset=out / "dataset", output=run, model=model), executor=ex, progress=progress))
         step(f"score: {model}")
         opts = ScoreOptions(pred=run, dataset=out / "dataset")
-        summaries[model] = checked(score(opts, ex, progress=progress)).value
+        summaries[model] = checked(score(opts, None, ex, progress=progress)).value
     step("report")
     report = build_report([out / "runs" / m for m in MODELS], out / "report.html")
     return DemoResult(report, summaries, summary_table(summaries))

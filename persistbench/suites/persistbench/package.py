@@ -75,7 +75,7 @@ class RunScores:
         info = self.info or {}
         if isinstance(info.get("preprocessing"), dict):
             return info["preprocessing"]
-        sampling = info.get("protocol") or {}
+        sampling = info.get("sampling") or {}
         reso = sampling.get("resolution", [-1, -1])
         return {
             "eval_length": sampling.get("num_frames", -1),

@@ -36,7 +36,7 @@ def run(out: Path, ex: Executor, progress: bool, step: Callable[[str], None]) ->
     for name, run in runs.items():
         step(f"r2m score: {name}")
         opts = ScoreOptions(pred=run, dataset=tree, metrics=METRICS)
-        summaries[name] = checked(score(opts, ex, allow_partial=True, progress=progress)).value
+        summaries[name] = checked(score(opts, None, ex, allow_partial=True, progress=progress)).value
     step("r2m report")
     return DemoResult(build_report(list(runs.values()), out / "report.html"), summaries, r2m_table(summaries))
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from persistbench.core.errors import PersistbenchError
 from persistbench.core.layout import STATE_DIR, SUITE_FETCH_JSON
 from persistbench.core.timing import phase
-from persistbench.executors import Executor, Job, RunResult, Selection, SerialExecutor, Shard
+from persistbench.executors import Executor, Job, RunResult, Selection, SerialExecutor, Shard, check_sharding
 from persistbench.io import hub
 from persistbench.io.files import atomic_path, copy_bounded, write_json
 from persistbench.io.hub import Source
@@ -60,10 +60,7 @@ def fetch_images(
 ) -> RunResult:
     """Copy the images into ``output/test_imgs/`` on ``executor`` (default: serial), one per call; the result's
     ``value`` is the record written to ``output/persistbench_fetch.json`` (None for a shard)."""
-    if shard is not None and aggregate_only:
-        raise PersistbenchError(
-            "--shard fetches images; --aggregate-only then checks them all: use them in separate calls"
-        )
+    check_sharding(shard, aggregate_only)
     output = Path(output).absolute()
     source, names = _local(Path(from_dir)) if from_dir else _hub(repo or layout.HUB_REPO, revision)
     if len(names) > MAX_IMAGES:

@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from persistbench.core.markup import Markup
     from persistbench.suites.r2m.suite import R2MBench
 
-PREPROCESS = ("pil-bilinear", "torchvision-bicubic")  # metrics/pair_video.PairVideo._resized
+PREPROCESS = ("pil-bilinear", "torchvision-bicubic")  # pair_video.PairVideo._resized
 PAIR_METRICS = tuple(spec.name for spec in pair_specs.SPECS)
 
 

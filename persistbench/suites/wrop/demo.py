@@ -32,7 +32,7 @@ def run(out: Path, ex: Executor, progress: bool, step: Callable[[str], None]) ->
             step(f"wrop score: {model}")
             # The protocol's metrics: LPIPS where torch and AlexNet's weights are here, else said unavailable.
             opts = ScoreOptions(pred=run, dataset=server.url, suite="wrop")
-            summaries[model] = checked(score(opts, ex, progress=progress)).value
+            summaries[model] = checked(score(opts, None, ex, progress=progress)).value
     step("wrop report")
     return DemoResult(build_report(list(runs.values()), out / "report.html"), summaries, wrop_table(summaries))
 

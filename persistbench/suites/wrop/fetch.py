@@ -21,7 +21,7 @@ from pathlib import Path
 from persistbench.core.errors import PersistbenchError
 from persistbench.core.layout import STATE_DIR, SUITE_FETCH_JSON
 from persistbench.core.timing import phase
-from persistbench.executors import Executor, Job, RunResult, Selection, SerialExecutor, Shard
+from persistbench.executors import Executor, Job, RunResult, Selection, SerialExecutor, Shard, check_sharding
 from persistbench.io.files import write_json, write_text
 from persistbench.io.names import confined
 from persistbench.io.tarindex import LocalFile
@@ -79,10 +79,7 @@ def fetch_corpus(
 ) -> RunResult:
     """Copy the chosen tasks' archives into ``output/train/`` on ``executor`` (default: serial); the result's
     ``value`` is the number of archives there (None for a shard)."""
-    if shard is not None and aggregate_only:
-        raise PersistbenchError(
-            "--shard fetches archives; --aggregate-only then checks them all: use them in separate calls"
-        )
+    check_sharding(shard, aggregate_only)
     output = Path(output).absolute()
     where = str(source) if source else f"hf://datasets/{repo or layout.HUB_REPO}" + (f"@{revision}" if revision else "")
     location = corpus.open_location(where)

@@ -51,23 +51,6 @@ from persistbench.suites.wrop.taxonomy import taxonomy
 INPUT_RESIZE = "area"  # how input frames are resized for a model
 
 
-@functools.lru_cache(maxsize=4)
-def _location(root: str) -> corpus.Location:
-    return corpus.open_location(root)
-
-
-@functools.lru_cache(maxsize=256)
-def _archive(location: corpus.Location, entry: corpus.ArchiveEntry) -> corpus.Archive:
-    """An archive opened once per process (its index and parsed metadata kept for the next case)."""
-    return corpus.open_archive(location, entry)
-
-
-@functools.lru_cache(maxsize=256)
-def _folder(root: Path, task: str) -> corpus.TaskFolder:
-    """A task of the generator's loose output, listed once per process."""
-    return corpus.TaskFolder(root, task)
-
-
 @dataclass(frozen=True)
 class WropPrediction(Prediction):
     """A run's ``gen.mp4``, with the ``(w, h)`` its ``case.json`` says the model was asked for."""
@@ -118,7 +101,8 @@ class Wrop(Suite):
 
     def __init__(self, root, options=None):
         super().__init__(root, options)
-        self.location = _location(str(root))
+        self.location = corpus.open_location(str(root))
+        self._archives: dict[str, corpus.TaskSamples] = {}  # opened once per suite (a worker's, for its run)
         per_task = self.options.get("per_task")
         if per_task is not None and (problem := positive_int(per_task)):
             raise UsageError(f"--per-task {per_task}: {problem}")
@@ -160,9 +144,13 @@ class Wrop(Suite):
         """The samples of ``task``: its archive, or its folder of the loose output."""
         if task not in self.tasks:
             raise PersistbenchError(f"{self.location.id}: unknown task {task!r} (not in {layout.CHECKSUMS})")
-        if self.loose:
-            return _folder(self.location.root, task)
-        return _archive(self.location, self.entries[task])
+        if task not in self._archives:
+            self._archives[task] = (
+                corpus.TaskFolder(self.location.root, task)
+                if self.loose
+                else corpus.open_archive(self.location, self.entries[task])
+            )
+        return self._archives[task]
 
     def skipped(self) -> dict[str, str]:
         """``<task>/<sample>`` -> why, for the selected tasks' samples that are left out (the loose output's

@@ -26,7 +26,7 @@ from pathlib import Path, PurePosixPath
 from persistbench.core.errors import PersistbenchError
 from persistbench.core.layout import STATE_DIR
 from persistbench.core.timing import phase
-from persistbench.executors import Executor, Job, RunResult, Selection, SerialExecutor, Shard
+from persistbench.executors import Executor, Job, RunResult, Selection, SerialExecutor, Shard, check_sharding
 from persistbench.io.files import read_json, sha256_file, write_json
 from persistbench.io.hub import Source, list_files
 from persistbench.io.names import confined, remove_tree
@@ -141,10 +141,7 @@ def fetch(
     out, unchecked (``fetch.json`` says so). With ``shard`` only every ``shard.count``-th file is fetched;
     ``aggregate_only`` writes ``fetch.json`` once all are there. A fetch that got no pair fails.
     """
-    if shard is not None and aggregate_only:
-        raise PersistbenchError(
-            "--shard fetches files; --aggregate-only then checks them all: use them in separate calls"
-        )
+    check_sharding(shard, aggregate_only)
     output = Path(output).absolute()
     for name in (CASES_JSONL, DB_NAME):
         if (output / name).exists():

@@ -34,7 +34,7 @@ from persistbench import __version__
 from persistbench.core.errors import PersistbenchError
 from persistbench.core.layout import MASKS_DIR
 from persistbench.core.timing import phase
-from persistbench.executors import Executor, Job, RunResult, Selection, SerialExecutor, Shard
+from persistbench.executors import Executor, Job, RunResult, Selection, SerialExecutor, Shard, check_sharding
 from persistbench.io.files import UMASK, sha256_file, write_bytes, write_json, write_text
 from persistbench.io.names import remove_tree
 from persistbench.io.video import H264_SETTINGS, encode_video, ffmpeg_exe
@@ -203,10 +203,7 @@ def pack(
     assembled; ``aggregate_only`` assembles what the shards staged. The result's ``value`` is the
     :class:`DistributionLayout` once assembled.
     """
-    if shard is not None and aggregate_only:
-        raise PersistbenchError(
-            "--shard stages pairs; --aggregate-only then assembles them: use them in separate calls"
-        )
+    check_sharding(shard, aggregate_only)
     ds = Dataset(root)
     out = Path(out)
     if date is not None and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", date):

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from fakes import TESTS
 
 from persistbench.backends import BackendOptions
 from persistbench.cli import main
@@ -27,7 +28,7 @@ from persistbench.suites.wrop import corpus, layout
 from persistbench.suites.wrop.scoring import changed_region
 from persistbench.suites.wrop.synth import WropSynthConfig, make, write_tar
 
-ADAPTER = Path(__file__).parent / "adapters" / "wrop_first_frame.py"
+ADAPTER = TESTS / "adapters" / "wrop_first_frame.py"
 
 
 @pytest.fixture(scope="module")
@@ -165,6 +166,7 @@ def alexnet(tmp_path_factory) -> str:
     return str(path)
 
 
+@pytest.mark.slow
 def test_lpips_is_a_backend_and_lpips_weights_its_alias(runs, alexnet, tmp_path):
     """``--lpips-weights FILE`` and ``--weights lpips=FILE`` score the same bytes; without weights LPIPS is
     recorded unavailable per metric (the reason names the fix) and the other metrics are scored."""
@@ -192,6 +194,7 @@ def test_lpips_is_a_backend_and_lpips_weights_its_alias(runs, alexnet, tmp_path)
     assert "**lpips unavailable:" in RunLayout(run).summary_md("wrop-cont-v1").read_text()
 
 
+@pytest.mark.slow
 def test_hold_gains_exactly_zero_and_flow_gains_in_the_changed_region(wrop, runs, alexnet):
     metrics = ("psnr", "ssim", "lpips")
     hold = _score(runs["hold"], wrop, metrics, backends=BackendOptions(weights=(("lpips", alexnet),)))
@@ -231,6 +234,7 @@ def test_hold_gains_exactly_zero_and_flow_gains_in_the_changed_region(wrop, runs
     assert "**changed region**" in lines
 
 
+@pytest.mark.slow
 def test_scored_frames_leave_out_seam_and_padding(wrop, runs):
     _score(runs["hold"], wrop, ("psnr",))
     results = json.loads((RunLayout(runs["hold"]).scores_dir("wrop-cont-v1") / "results.json").read_text())
@@ -243,6 +247,7 @@ def test_scored_frames_leave_out_seam_and_padding(wrop, runs):
         assert case["boundary_method"] == split.get("boundary_method")
 
 
+@pytest.mark.slow
 def test_scores_are_identical_from_disk_over_http_and_after_fetch(wrop, runs, tmp_path):
     run = Path(shutil.copytree(runs["flow"], tmp_path / "run", ignore=shutil.ignore_patterns("scores")))
     scores = RunLayout(run).scores_dir("wrop-cont-v1")
@@ -272,6 +277,7 @@ def test_scores_are_identical_from_disk_over_http_and_after_fetch(wrop, runs, tm
     assert local == over_http == after_fetch and len(local) == 13
 
 
+@pytest.mark.slow
 def test_the_hub_through_huggingface_hubs_file_system(wrop, tmp_path):
     """hf://datasets/... read by huggingface_hub (HF_ENDPOINT: a loopback stand-in for the Hub's API): the
     revision pinned to a commit, only Range reads of the archives, and the scores of a local read."""
@@ -279,7 +285,7 @@ def test_the_hub_through_huggingface_hubs_file_system(wrop, tmp_path):
     import subprocess
     import sys
 
-    from fakehub import COMMIT, FakeHub
+    from fakes.fakehub import COMMIT, FakeHub
 
     run = tmp_path / "run"
     with FakeHub(layout.HUB_REPO, wrop) as hub:

@@ -1,5 +1,5 @@
 """``persistbench package``'s submission: the public toolkit's three reports and our manifest, checked by our
-validation and, where its wheel is available offline, by the public toolkit's own (tests/public_toolkit.py).
+validation and, where its wheel is available offline, by the public toolkit's own (tests/fakes/public_toolkit.py).
 
 The records are built by hand here (their scores are inputs to packaging); tests/test_backends.py packages
 and re-scores a run scored end to end on every backend.
@@ -14,9 +14,9 @@ import zipfile
 from pathlib import Path
 
 import numpy as np
-import public_toolkit
 import pytest
-from clirun import peak_rss_mib, refused
+from fakes import public_toolkit
+from fakes.clirun import peak_rss_mib, refused
 
 from persistbench.core.errors import PersistbenchError
 from persistbench.suites.persistbench import submission

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from download_cli import download, tree
-from scripted_host import Scripted, with_urls
-from sshd import MISSING, Sshd, free_port
+from fakes.download_cli import download, tree
+from fakes.scripted_host import Scripted, with_urls
+from fakes.sshd import MISSING, Sshd, free_port
 
 from persistbench.cli import main
 from persistbench.suites.persistbench.build.recipes import load_recipes

@@ -37,6 +37,7 @@ def _decoded(jpegs: list[bytes]) -> list[np.ndarray]:
     return [np.asarray(Image.open(io.BytesIO(j)).convert("RGB")) for j in jpegs]
 
 
+@pytest.mark.slow
 def test_the_checkpoint_is_read_as_tensors_only(checkpoints, tmp_path):
     from persistbench.backends.sam2_video import read_checkpoint
 
@@ -81,6 +82,7 @@ def test_missing_weights_say_which_file_and_how(tmp_path, monkeypatch):
         resolve(BACKENDS["sam2-package"], str(tmp_path / "absent.pt"), False)
 
 
+@pytest.mark.slow
 def test_masks_are_the_packages_as_the_public_model_server_runs_it(checkpoints, tmp_path):
     """The public server writes JPEG files, the package reads them with PIL and thresholds logits at 0; our
     backend gets the decoded frames. A further JPEG pass of the same frames changes the masks, so equal masks

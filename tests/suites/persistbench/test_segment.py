@@ -10,6 +10,7 @@ from persistbench.suites.persistbench.dataset import Dataset
 from persistbench.suites.persistbench.segment import TemplateTracker
 
 
+@pytest.mark.slow
 def test_tracker_follows_the_object_and_reports_lost(dataset_dir):
     for case in Dataset(dataset_dir).cases():
         center, view0 = case.view("center"), case.view("view_0")
@@ -29,6 +30,7 @@ def test_tracker_follows_the_object_and_reports_lost(dataset_dir):
         assert all(m is None for m in lost), case.case_id
 
 
+@pytest.mark.slow
 def test_tracker_is_deterministic_and_rejects_an_empty_reference(dataset_dir):
     case = Dataset(dataset_dir).cases()[0]
     frames = np.stack(list(case.view("center").frames()))

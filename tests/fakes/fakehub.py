@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from loopback import send_json
+from fakes.loopback import send_json
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 

@@ -1,5 +1,5 @@
 """download --backend gcloud: the commands it runs, checked against a stand-in ``gcloud`` on PATH
-(tests/gcloud_standin.py) that records its arguments and reaches a real OpenSSH server on loopback as the VM.
+(tests/fakes/gcloud_standin.py) that records its arguments and reaches a real OpenSSH server on loopback as the VM.
 Google's side (creating the VM, running its startup script) is the only part that cannot run here."""
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from compute_api import ComputeApi
-from download_cli import download, tree
-from sshd import MISSING
+from fakes import TESTS
+from fakes.compute_api import ComputeApi
+from fakes.download_cli import download, tree
+from fakes.sshd import MISSING
 
 from persistbench.cli import main
 from persistbench.suites.persistbench.build.gcloud import Vm, ready_python, startup_script
@@ -24,7 +25,7 @@ from persistbench.suites.persistbench.build.gcloud_cli import Gcloud, GcloudErro
 from persistbench.suites.persistbench.build.remote import remote_spec, spec_hash
 
 pytestmark = pytest.mark.skipif(MISSING, reason="openssh-server (.ci/run installs it)")
-STANDIN = Path(__file__).with_name("gcloud_standin.py")
+STANDIN = TESTS / "fakes" / "gcloud_standin.py"
 REAL_GCLOUD = shutil.which("gcloud")  # the Google Cloud CLI, when this machine has it
 
 
@@ -198,7 +199,7 @@ def test_what_the_startup_script_reports_decides_the_interpreter(sshd_server, tm
 @pytest.mark.skipif(REAL_GCLOUD is None, reason="the Google Cloud CLI is not installed")
 def test_the_real_gcloud_cli_against_a_loopback_compute_api(sshd_server, served_recipes, tmp_path):
     """The real ``gcloud`` runs every command of the backend. Only Google is replaced: a loopback Compute API
-    (tests/compute_api.py) whose new VM "boots" by reporting the startup script's venv, whose project metadata
+    (tests/fakes/compute_api.py) whose new VM "boots" by reporting the startup script's venv, whose project metadata
     "propagates" the user's key into the loopback sshd, and whose VM address maps port 22 to that sshd."""
     sources, _ = served_recipes
     local = download(sources, tmp_path / "local")

@@ -8,19 +8,18 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from fake_youtube import REFUSALS, FakeYouTube, deno
-from scripted_host import Scripted, with_urls
+from fakes import ROOT
+from fakes.fake_youtube import REFUSALS, FakeYouTube, deno
+from fakes.scripted_host import Scripted, with_urls
 
 from persistbench.cli import main
 from persistbench.io.serve import FileServer
 from persistbench.suites.persistbench.build.source_errors import explain
 from persistbench.suites.persistbench.synth import SynthConfig, generate
 
-ROOT = Path(__file__).resolve().parents[1]
 CFG = SynthConfig(scenes=2, seed=7, pano_size=(512, 256), view_size=(128, 96), n_frames=16, fps=8.0)
 
 # yt-dlp's own words for what YouTube answers (its extractor's messages, as a user sees them)

@@ -76,6 +76,7 @@ def upstream_rules(root: Path, eps: float = 1e-8) -> dict:
     return out
 
 
+@pytest.mark.slow
 def test_score_writes_upstreams_layout_and_upstreams_rules_give_our_numbers(scored):
     for kind, run in scored.items():
         root = run / "scores" / "r2m-v2" / "upstream"
@@ -102,6 +103,7 @@ def test_score_writes_upstreams_layout_and_upstreams_rules_give_our_numbers(scor
         assert ours["families"]["appearance"]["nmr"] == pytest.approx(theirs["overall"], rel=1e-12)
 
 
+@pytest.mark.slow
 def test_values_and_means_are_rounded_as_upstream_stores_them(scored):
     run = scored["pose"]
     case = json.loads((run / "scores" / "r2m-v2" / "WSLRRLL" / "0001.json").read_text())
@@ -114,6 +116,7 @@ def test_values_and_means_are_rounded_as_upstream_stores_them(scored):
         assert rel[k] == round(float(np.mean(case["values"]["frame_psnr"][k])), 6)
 
 
+@pytest.mark.slow
 def test_upstreams_tree_is_read_back_into_our_records(scored, tmp_path):
     tree = tmp_path / "nmr"
     for run in scored.values():
@@ -185,6 +188,7 @@ def test_the_state_file_lists_the_pairs_the_judge_was_asked_about(tmp_path):
     assert video["revisit_pairs"] == [[0, 1], [2, 3]] and video["baseline_pairs"] == [[0, 1]]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "damage, needle",
     [

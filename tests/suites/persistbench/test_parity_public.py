@@ -10,10 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from fakes import ROOT
+from fakes.public_toolkit import wheel
 
-from tests.public_toolkit import wheel
-
-ROOT = Path(__file__).resolve().parents[1]
 DEPS = ("easydict-1.14-", "loguru-0.7.3-", "pyzmq-27.3.0-")
 SCENARIOS = ("base", "b1_empty_gt_mask", "c3_invalid_always", "f2_reso_wide_len")
 

@@ -50,6 +50,7 @@ def kind_summaries(tree, tmp_path_factory) -> dict[str, dict]:
 # ---------------------------------------------------------------- the checkout
 
 
+@pytest.mark.slow
 def test_the_tree_is_recognised_and_read_as_upstream_writes_it(tree):
     assert detect(tree) == "r2m"
     suite = open_suite(tree)
@@ -67,12 +68,14 @@ def test_the_tree_is_recognised_and_read_as_upstream_writes_it(tree):
     assert suite.verify() == ([], 6)
 
 
+@pytest.mark.slow
 def test_yaw_is_unwrapped_across_180_degrees(tree):
     yaw = yaw_degrees(read_trajectory(layout.trajectory_path(tree, "WSLRRLL")).poses)
     assert yaw.max() > 180 and np.abs(np.diff(yaw)).max() < 5  # it turns through +-180 without a jump
     assert pairs.angle_diff(179.0, -179.0) == pytest.approx(2.0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("damage", "needle"),
     [
@@ -95,6 +98,7 @@ def test_bad_trajectories_are_refused_naming_the_file(tree, tmp_path, damage, ne
     assert str(path) in str(e.value)
 
 
+@pytest.mark.slow
 def test_metadata_cannot_name_files_outside_the_checkout(tree, tmp_path):
     root = Path(shutil.copytree(tree, tmp_path / "t", ignore=shutil.ignore_patterns("videos")))
     meta = layout.meta_path(root, "DDDAAA")
@@ -108,6 +112,7 @@ def test_metadata_cannot_name_files_outside_the_checkout(tree, tmp_path):
 # ---------------------------------------------------------------- what the model gets
 
 
+@pytest.mark.slow
 def test_request_gives_the_image_prompt_and_every_pose_with_k_rescaled(tree):
     suite = open_suite(tree)
     req = suite.request(CaseRef("WSLRRLL", "0002"), -1, (48, 64), oracle=False)
@@ -127,6 +132,7 @@ def test_request_gives_the_image_prompt_and_every_pose_with_k_rescaled(tree):
 # ---------------------------------------------------------------- pairs
 
 
+@pytest.mark.slow
 def test_pairs_follow_the_rules(tree):
     params = R2MBench.load_protocol("r2m-v1").config["pairs"]
     for t in synth.TEMPLATES:
@@ -152,6 +158,7 @@ def test_pairs_follow_the_rules(tree):
         assert pairs.key(traj.sha256, {**params, "seed": 1}) != f["meta"]["key"]
 
 
+@pytest.mark.slow
 def test_pair_files_do_not_depend_on_videos_workers_or_shards(tree, tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     shutil.copytree(tree / "videos" / "pose", a)
@@ -159,10 +166,12 @@ def test_pair_files_do_not_depend_on_videos_workers_or_shards(tree, tmp_path):
     (b / "DDDAAA" / "0002.mp4").unlink()  # another set of videos
     (b / "revisit_loop" / "0001.mp4").unlink()
     opts = {"metrics": ("frame_psnr",)}
-    score(ScoreOptions(pred=a, dataset=tree, **opts), ProcessExecutor(workers=2), progress=False)
+    score(ScoreOptions(pred=a, dataset=tree, **opts), None, ProcessExecutor(workers=2), progress=False)
 
     for k in range(3):
-        score(ScoreOptions(pred=b, dataset=tree, **opts), shard=Shard(k, 3), allow_partial=True, progress=False)
+        score(
+            ScoreOptions(pred=b, dataset=tree, **opts), Selection(shard=Shard(k, 3)), allow_partial=True, progress=False
+        )
     for t in synth.TEMPLATES:
         pa = a / "scores" / "r2m-v2" / "pairs" / f"{t}.json"
         assert pa.read_bytes() == (b / "scores" / "r2m-v2" / "pairs" / f"{t}.json").read_bytes()
@@ -171,6 +180,7 @@ def test_pair_files_do_not_depend_on_videos_workers_or_shards(tree, tmp_path):
     assert case_a["pairs"] == case_b["pairs"] and case_a["values"] == case_b["values"]
 
 
+@pytest.mark.slow
 def test_upstream_pair_files_round_trip(tree, tmp_path):
     run = Path(shutil.copytree(tree / "videos" / "pose", tmp_path / "run"))
     first = _score(run, tree, metrics=("frame_psnr",))
@@ -297,6 +307,7 @@ def test_relative_scores_by_hand():
     assert partial["overall"] == pytest.approx(0.625, rel=1e-6)
 
 
+@pytest.mark.slow
 def test_synthetic_videos_score_as_designed(kind_summaries):
     pose, time, static, short = (kind_summaries[k] for k in ("pose", "time", "static", "short"))
     for m in APPEARANCE:
@@ -309,12 +320,14 @@ def test_synthetic_videos_score_as_designed(kind_summaries):
     assert pose["short_videos"] == 0 and sum(pose["dropped_pairs"].values()) == 0
 
 
+@pytest.mark.slow
 def test_under_our_sampler_a_short_video_drops_the_pairs_beyond_it(tree, tmp_path):
     run = Path(shutil.copytree(tree / "videos" / "short", tmp_path / "short"))
     summary = _score(run, tree, allow_partial=True, protocol="r2m-v1")
     assert summary["short_videos"] == 6 and sum(summary["dropped_pairs"].values()) > 0
 
 
+@pytest.mark.slow
 def test_identical_frames_take_the_capped_psnr(tree, tmp_path):
     run = Path(shutil.copytree(tree / "videos" / "static", tmp_path / "static"))
     _score(run, tree, metrics=("frame_psnr",))
@@ -326,6 +339,7 @@ def test_identical_frames_take_the_capped_psnr(tree, tmp_path):
 # ---------------------------------------------------------------- models and layouts
 
 
+@pytest.mark.slow
 def test_infer_then_score_in_our_layout_and_upstreams(tree, tmp_path):
     opts = InferOptions(dataset=tree, output=tmp_path / "warp", model="warp")
     outcomes = infer(opts, executor=ProcessExecutor(workers=2), progress=False)
@@ -349,6 +363,7 @@ def test_infer_then_score_in_our_layout_and_upstreams(tree, tmp_path):
     assert all(v["nmr"] is None and v["excluded"] == 6 for v in held["metrics"].values())
 
 
+@pytest.mark.slow
 def test_oracle_cannot_run_on_r2m(tree, tmp_path):
     """Refused once, before the run's folder is made (issue 38), not case by case."""
     with pytest.raises(UsageError, match="copies the ground truth, and R2M-Bench has none to give"):
@@ -356,6 +371,7 @@ def test_oracle_cannot_run_on_r2m(tree, tmp_path):
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.slow
 def test_cli_scores_an_upstream_tree_with_the_suite_detected(tree, tmp_path):
     run = Path(shutil.copytree(tree / "videos" / "pose", tmp_path / "run"))
     result = CliRunner().invoke(
@@ -377,6 +393,7 @@ def test_cli_scores_an_upstream_tree_with_the_suite_detected(tree, tmp_path):
 # ---------------------------------------------------------------- synth, fetch and verify from the command line
 
 
+@pytest.mark.slow
 def test_synth_fetch_and_verify_from_the_command_line(tree, tmp_path):
     runner = CliRunner()
     out = tmp_path / "synth"
@@ -434,6 +451,7 @@ def test_sift_inlier_ratio_is_zero_without_a_model_and_never_reads_garbage():
     assert (match, inlier) == (1.0, 0.0)
 
 
+@pytest.mark.slow
 def test_resume_keeps_up_to_date_videos_and_redoes_changed_ones(tree, tmp_path):
     run = Path(shutil.copytree(tree / "videos" / "pose", tmp_path / "run"))
     opts = ScoreOptions(pred=run, dataset=tree, metrics=("frame_psnr", "scene_identity"))
@@ -445,6 +463,7 @@ def test_resume_keeps_up_to_date_videos_and_redoes_changed_ones(tree, tmp_path):
     assert sorted((o.key, o.status) for o in third if o.status != "skipped") == [("DDDAAA.0001", "done")]
 
 
+@pytest.mark.slow
 def test_subsets_are_the_suites(tree, tmp_path):
     runner = CliRunner()
     bad = runner.invoke(
@@ -475,6 +494,7 @@ def test_subsets_are_the_suites(tree, tmp_path):
     assert download.exit_code == 2 and "PersistBench's subsets are dynamic, static" in download.output
 
 
+@pytest.mark.slow
 def test_upstreams_sampler_samples_for_each_videos_length(r2m_tree, tmp_path):
     """Under ``r2m-paper-v1`` a video shorter than its trajectory is scored on the pairs upstream samples for a
     video of that length (``min(n_video, n_pose)``); a full-length video keeps the trajectory's pairs."""
@@ -515,6 +535,7 @@ def test_upstreams_sampler_samples_for_each_videos_length(r2m_tree, tmp_path):
             assert want != upstream_pairs.sample(traj.poses, params)[0]
 
 
+@pytest.mark.slow
 def test_a_partial_overall_is_marked_and_videos_are_counted_as_videos(kind_summaries):
     """Scored on one family of five, Overall is partial (said so); pose-rendered videos are the reference."""
     pose, time, static = (kind_summaries[k] for k in ("pose", "time", "static"))
@@ -526,6 +547,7 @@ def test_a_partial_overall_is_marked_and_videos_are_counted_as_videos(kind_summa
     assert static["valid_videos"] == 0 and static["excluded_videos"] == 6  # 6 videos, not 6 x 2 metrics
 
 
+@pytest.mark.slow
 def test_the_report_and_leaderboard_mark_a_partial_overall_and_the_reference(tree, tmp_path):
     import csv
 

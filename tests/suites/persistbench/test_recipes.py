@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 import pytest
-from clirun import peak_rss_mib
+from fakes.clirun import peak_rss_mib
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
@@ -33,6 +33,7 @@ def edit(line, fn):
     return json.dumps(obj)
 
 
+@pytest.mark.slow
 def test_synth_recipes_are_valid(synth_dir):
     rs = recipes.load_recipes(synth_dir / "recipes.jsonl")
     assert [r.line for r in rs] == [1, 2]
@@ -42,6 +43,7 @@ def test_synth_recipes_are_valid(synth_dir):
     assert len(r.masks) == r.n_frames
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "mutate,field,message",
     [
@@ -66,6 +68,7 @@ def test_each_error_names_line_and_field(tmp_path, lines, mutate, field, message
     assert message in text
 
 
+@pytest.mark.slow
 def test_malformed_json_and_all_errors_reported(tmp_path, lines):
     bad_version = edit(lines[0], lambda o: o.update(version=7))
     path = write(tmp_path, [bad_version, "{not json", lines[1], lines[1]])
@@ -142,7 +145,7 @@ def test_recipes_are_read_as_a_stream_within_a_memory_budget(tmp_path):
     """Issue 39: 256 MiB of blank lines, locally and over HTTP, cost what one line costs (they took 2.35 GB)."""
     from http.server import BaseHTTPRequestHandler
 
-    from loopback import LoopbackServer
+    from fakes.loopback import LoopbackServer
 
     blank = tmp_path / "blank.jsonl"
     with open(blank, "wb") as f:

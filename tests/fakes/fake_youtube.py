@@ -22,7 +22,7 @@ import zipfile
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
-from loopback import LoopbackServer
+from fakes.loopback import LoopbackServer
 
 
 def _screen(reason: str, subreason: str, status: str) -> dict:

@@ -7,7 +7,7 @@ import re
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
-from loopback import LoopbackServer
+from fakes.loopback import LoopbackServer
 
 
 class Scripted(LoopbackServer):

@@ -12,7 +12,7 @@ import re
 
 import numpy as np
 import pytest
-from judge_server import JudgeServer, completion
+from fakes.judge_server import JudgeServer, completion
 
 from persistbench.backends import BackendOptions, JudgeOptions
 from persistbench.backends.judge import BadReply
@@ -192,6 +192,7 @@ class Reference:
         return round(float(np.mean(app_scores)), 6), round(float(np.mean(sem_scores)), 6)
 
 
+@pytest.mark.slow
 def test_object_persistence_is_upstreams_on_the_same_models(checkpoints):
     frames = _frames()
     pairs = [(0, 1), (0, 2), (1, 0)]

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
 from conftest import SMALL
+from fakes import ROOT
 
 from persistbench.cli import main
 from persistbench.geometry import sphere
@@ -22,6 +22,7 @@ def truth(synth_dir, case_id):
     return json.loads((synth_dir / "truth" / f"{case_id}.json").read_text())
 
 
+@pytest.mark.slow
 def test_masks_are_the_exact_cap(synth_dir):
     w, h = SMALL.pano_size
     lon, lat = np.meshgrid(((np.arange(w) + 0.5) / w - 0.5) * 2 * np.pi, (0.5 - (np.arange(h) + 0.5) / h) * np.pi)
@@ -38,6 +39,7 @@ def test_masks_are_the_exact_cap(synth_dir):
             assert (got == want)[~borderline].all()
 
 
+@pytest.mark.slow
 def test_motion_and_camera_schedules(synth_dir):
     for r in load_recipes(synth_dir / "recipes.jsonl"):
         t = truth(synth_dir, r.case_id)
@@ -58,6 +60,7 @@ def test_motion_and_camera_schedules(synth_dir):
         assert r.window["window_ratio"] == pytest.approx(round(SMALL.window_ratio * SMALL.n_frames) / SMALL.n_frames)
 
 
+@pytest.mark.slow
 def test_synth_cli_is_byte_reproducible(tmp_path):
     runner = CliRunner()
     for name in ("a", "b"):
@@ -71,6 +74,7 @@ def test_synth_cli_is_byte_reproducible(tmp_path):
     assert subsets == ["dynamic", "static", "dynamic", "static"]
 
 
+@pytest.mark.slow
 def test_synth_to_dataset_matches_analytic_visibility(synth_dir, dataset_dir):
     assert verify_dataset(dataset_dir) == ([], 2)
     for case in Dataset(dataset_dir).cases():
@@ -93,7 +97,7 @@ def test_bundled_sample_is_what_its_config_makes(tmp_path):
     from persistbench.suites.persistbench.build.download import bundled_recipes
     from persistbench.suites.persistbench.synth import SynthConfig
 
-    root = Path(__file__).resolve().parents[1]
+    root = ROOT
     cfg = json.loads((root / "configs" / "sample.json").read_text())
     cfg = SynthConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in cfg.items()})
     generate(tmp_path, replace(cfg, scenes=1))

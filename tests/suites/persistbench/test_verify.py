@@ -19,6 +19,7 @@ def first_case(root):
     return Dataset(root).cases()[0]
 
 
+@pytest.mark.slow
 def test_sound_dataset_passes(dataset_dir):
     result = CliRunner().invoke(main, ["verify", str(dataset_dir)])
     assert result.exit_code == 0 and "ok: 2 cases" in result.output
@@ -93,6 +94,7 @@ def _unsafe_pickle(root):
     return case.theta_phi_path, "unsafe or malformed"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "damage",
     [
@@ -122,6 +124,7 @@ def test_missing_root_is_one_line_error(tmp_path):
     assert result.output.strip() == f"Error: {tmp_path / 'nowhere'}: dataset root does not exist"
 
 
+@pytest.mark.slow
 def test_record_without_case_is_reported(dataset_copy):
     with open(dataset_copy / "cases.jsonl", "a") as f:
         f.write(json.dumps({"uid": "Synth_gone_0_obj_1", "subset": "static"}) + "\n")

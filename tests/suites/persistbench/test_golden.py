@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from pathlib import Path
 
-ROOT = Path(__file__).parent.parent
+import pytest
+from fakes import ROOT
 
 
 def _script():
@@ -16,6 +16,7 @@ def _script():
     return module
 
 
+@pytest.mark.slow
 def test_persistbench_outputs_unchanged(tmp_path):
     script = _script()
     golden = json.loads((ROOT / "tests" / "data" / "golden_outputs.json").read_text())

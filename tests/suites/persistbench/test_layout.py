@@ -118,6 +118,7 @@ def test_atomic_write_leaves_nothing_on_failure(tmp_path):
     assert oct(target.stat().st_mode & 0o777) != oct(0o600)
 
 
+@pytest.mark.slow
 def test_dataset_reads_reconstructed_cases(dataset_dir):
     ds = Dataset(dataset_dir)
     cases = ds.cases()
@@ -136,6 +137,7 @@ def test_dataset_reads_reconstructed_cases(dataset_dir):
     assert [r["uid"] for r in ds.records()] == [c.case_id for c in cases]
 
 
+@pytest.mark.slow
 def test_dataset_reads_the_nested_video_form(dataset_dir, tmp_path):
     """``<subset>/<case_id>/<obj_id>/`` with ``video.mp4`` (the sharded distribution)."""
     src = Dataset(dataset_dir).cases()[0]

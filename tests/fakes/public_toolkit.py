@@ -32,7 +32,7 @@ print("accepted")
 
 def wheel() -> Path | None:
     """The pinned public wheel, where one is found offline."""
-    folders = [os.environ.get("PERSISTBENCH_PUBLIC_WHEELS"), Path(__file__).parents[1] / ".ci" / "wheels"]
+    folders = [os.environ.get("PERSISTBENCH_PUBLIC_WHEELS"), Path(__file__).parents[2] / ".ci" / "wheels"]
     for folder in filter(None, folders):
         path = Path(folder) / WHEEL
         if path.is_file():

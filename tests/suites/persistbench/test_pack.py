@@ -49,6 +49,7 @@ def psnr(a, b):
     return 10 * np.log10(255.0**2 / mse)
 
 
+@pytest.mark.slow
 def test_fetched_pairs_equal_the_reconstructed_cases(sample_ds, dist, fetched):
     assert "ok: 8 cases verified" in cli("verify", fetched)
     index = json.loads(DistributionLayout(dist).index_json.read_text())
@@ -75,6 +76,7 @@ def test_fetched_pairs_equal_the_reconstructed_cases(sample_ds, dist, fetched):
     assert worst > 35, worst
 
 
+@pytest.mark.slow
 def test_pack_is_byte_reproducible_whatever_the_workers(sample_ds, dist, tmp_path):
     again = tmp_path / "again"
     cli("pack", sample_ds, "--out", again, "--shard-size", "1MB", "--date", "2026-11-30", "--workers", "2")
@@ -83,6 +85,7 @@ def test_pack_is_byte_reproducible_whatever_the_workers(sample_ds, dist, tmp_pat
     assert "exists and is not empty" in cli("pack", sample_ds, "--out", again, code=1)  # never overwritten
 
 
+@pytest.mark.slow
 def test_shard_members_are_plain_files_with_fixed_metadata(dist):
     with tarfile.open(DistributionLayout(dist).shard(0)) as tar:
         members = tar.getmembers()
@@ -92,6 +95,7 @@ def test_shard_members_are_plain_files_with_fixed_metadata(dist):
     )
 
 
+@pytest.mark.slow
 def test_croissant_validates_and_its_records_are_the_pairs(dist):
     mlc = pytest.importorskip("mlcroissant")
     ds = mlc.Dataset(jsonld=str(DistributionLayout(dist).croissant_json))
@@ -110,6 +114,7 @@ def test_croissant_validates_and_its_records_are_the_pairs(dist):
     assert "rai:dataCollection" in doc and "rai:dataLimitations" in doc
 
 
+@pytest.mark.slow
 def test_samples_only_and_resume(dist, fetched, tmp_path):
     out = tmp_path / "samples"
     assert "fetched 4 pair(s) from " in cli(
@@ -126,6 +131,7 @@ def test_samples_only_and_resume(dist, fetched, tmp_path):
     assert "ok: 8 cases verified" in cli("verify", data)
 
 
+@pytest.mark.slow
 def test_a_flipped_byte_fails_the_checksum_and_nothing_is_extracted(dist, tmp_path):
     bad = shutil.copytree(dist, tmp_path / "bad")
     shard = DistributionLayout(bad).shard(1)
@@ -217,6 +223,7 @@ def test_hub_offline_is_one_line(tmp_path):
     assert result.stderr.count("\n") == 1 and not list((tmp_path / "out").rglob("*"))
 
 
+@pytest.mark.slow
 def test_oracle_scores_perfectly_on_a_fetched_tree(fetched, tmp_path):
     run = tmp_path / "oracle"
     cli("infer", "--no-progress", "--model", "oracle", "--dataset", fetched, "--output", run)
@@ -228,6 +235,7 @@ def test_oracle_scores_perfectly_on_a_fetched_tree(fetched, tmp_path):
         assert block["iou"]["mean"] == 1.0 and block["continuity"]["mean"] == 1.0 and block["psnr"]["cases"] == 8
 
 
+@pytest.mark.slow
 def test_fetch_into_a_reconstructed_dataset_is_refused_and_verify_sees_nested_copies(
     sample_ds, dist, fetched, tmp_path
 ):

@@ -10,7 +10,7 @@ import re
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlparse
 
-from loopback import LoopbackServer, send_json
+from fakes.loopback import LoopbackServer, send_json
 
 
 class ComputeApi(LoopbackServer):

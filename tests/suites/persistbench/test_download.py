@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from fakes import TESTS
 
 from persistbench.cli import main
 from persistbench.core import layout
@@ -78,6 +79,7 @@ def reference(local_synth, tmp_path_factory) -> Path:
     return out / "ds"
 
 
+@pytest.mark.slow
 def test_http_range_download_limit_3(served, tmp_path):
     root, server = served
     result = cli(
@@ -103,6 +105,7 @@ def test_http_range_download_limit_3(served, tmp_path):
     assert len(entries) == 3 and not any(e.startswith("full") for e in entries)
 
 
+@pytest.mark.slow
 def test_file_urls_and_sources_dir_give_the_same_dataset(local_synth, served, reference, tmp_path):
     result = cli(
         "--recipes",
@@ -127,6 +130,7 @@ def test_file_urls_and_sources_dir_give_the_same_dataset(local_synth, served, re
     assert_same_dataset(reference, tmp_path / "http")
 
 
+@pytest.mark.slow
 def test_frames_are_located_by_timestamp(local_synth, reference, served, tmp_path):
     """A case that starts 1 s into its source: the range download begins at the keyframe at 0 s
     (earlier than asked), and the frames must still be the source's frames at 1.0 s + t/fps."""
@@ -181,6 +185,7 @@ def kill_when(cmd, ready, timeout=120):
     proc.wait()
 
 
+@pytest.mark.slow
 def test_kill_9_then_resume_is_byte_identical(local_synth, reference, tmp_path):
     out = tmp_path / "ds"
     pngs = lambda: sum(1 for _ in out.rglob("*.png")) if out.exists() else 0  # noqa: E731
@@ -198,6 +203,7 @@ def test_kill_9_then_resume_is_byte_identical(local_synth, reference, tmp_path):
     assert verify_dataset(out) == ([], 4)
 
 
+@pytest.mark.slow
 def test_workers_and_shards_give_the_same_bytes(local_synth, reference, tmp_path):
     result = subprocess.run(run_cmd(local_synth, tmp_path / "w2", "--workers", "2"), capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
@@ -218,6 +224,7 @@ def test_workers_and_shards_give_the_same_bytes(local_synth, reference, tmp_path
     assert_same_dataset(reference, tmp_path / "sh")
 
 
+@pytest.mark.slow
 def test_bundled_sample_offline_and_checksums(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     result = cli("--limit", "5")
@@ -227,7 +234,7 @@ def test_bundled_sample_offline_and_checksums(tmp_path, monkeypatch):
     result = cli()
     assert "done 3, skipped 5, failed 0" in result.output, result.output
     assert verify_dataset(tmp_path / "reconstructed") == ([], 8)
-    want = json.loads((Path(__file__).parent / "data" / "sample_checksums.json").read_text())["files"]
+    want = json.loads((TESTS / "data" / "sample_checksums.json").read_text())["files"]
     got = {p: d for r in read_case_records(tmp_path / "reconstructed") for p, d in r["files"].items() if p in want}
     assert got == want
     subsets = [c.subset for c in Dataset(tmp_path / "reconstructed").cases()]
@@ -267,6 +274,7 @@ def assert_failed(result, tmp_path, case_id, message):
     assert not leftovers, "nothing half-written"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "kind,message",
     [
@@ -293,6 +301,7 @@ def test_bad_sources_fail_their_case_and_the_run_goes_on(served, tmp_path, kind,
     assert not [p for p in (tmp_path / "cache").rglob("*.mp4") if f"bad{kind}" in str(p)], "no cache entry"
 
 
+@pytest.mark.slow
 def test_changed_source_is_detected(served, tmp_path):
     root, server = served
     lines = (root / "http" / "recipes.jsonl").read_text().splitlines()
@@ -307,6 +316,7 @@ def test_changed_source_is_detected(served, tmp_path):
     assert verify_dataset(tmp_path / "ds") == ([], 1)
 
 
+@pytest.mark.slow
 def test_malformed_recipe_line_writes_nothing(local_synth, tmp_path):
     lines = (local_synth / "recipes.jsonl").read_text().splitlines()
     result = bad_run(tmp_path, [lines[0], lines[1][:-30]])
@@ -315,6 +325,7 @@ def test_malformed_recipe_line_writes_nothing(local_synth, tmp_path):
     assert not (tmp_path / "ds").exists() and not (tmp_path / "cache").exists()
 
 
+@pytest.mark.slow
 def test_unwritable_output_directory(local_synth, tmp_path):
     (tmp_path / "blocker").write_text("a file where a directory must go")
     result = cli(
@@ -332,6 +343,7 @@ def test_unwritable_output_directory(local_synth, tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_youtube_needs_a_js_runtime(local_synth, tmp_path):
     """The check runs before any request: the YouTube URL below is never contacted."""
     lines = (local_synth / "recipes.jsonl").read_text().splitlines()
@@ -369,6 +381,7 @@ def test_hf_recipes_offline_is_a_clear_error(tmp_path):
     assert len(result.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_recipes_over_http(served, tmp_path):
     root, server = served
     result = cli(

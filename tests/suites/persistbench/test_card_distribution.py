@@ -11,9 +11,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from card_dist import PAIRS, SAMPLE, Pair, write
-from card_dist import pair_files as card_pair_files
-from clirun import refused, run_cli
+from fakes.card_dist import PAIRS, SAMPLE, Pair, write
+from fakes.card_dist import pair_files as card_pair_files
+from fakes.clirun import refused, run_cli
 
 from persistbench.core.errors import PersistbenchError
 from persistbench.suites.persistbench.dataset import Dataset
@@ -32,6 +32,7 @@ def fetched(card, tmp_path_factory) -> tuple[Path, str]:
     return out, result.stdout
 
 
+@pytest.mark.slow
 def test_every_pair_of_the_cards_distribution_is_fetched_verified_predicted_and_scored(fetched, tmp_path):
     out, said = fetched
     uids = sorted(p.uid for p in PAIRS)
@@ -58,6 +59,7 @@ def test_every_pair_of_the_cards_distribution_is_fetched_verified_predicted_and_
     assert case.n_frames == 208 and next(case.view("view_0").frames()).shape == (768, 1024, 3)
 
 
+@pytest.mark.slow
 def test_the_cards_theta_phi_array_is_read_in_one_place(fetched):
     out, _ = fetched
     case = Dataset(out).cases()[0]
@@ -141,6 +143,7 @@ def test_the_card_protocol_scores_only_fully_hidden_frames(tmp_path):
         PersistBench.load_protocol(str(both))
 
 
+@pytest.mark.slow
 def test_the_cards_snippets_read_packs_output(sample_ds, tmp_path):
     """The card's own loops, as it prints them, on what ``pack`` writes; and ``pack`` -> ``fetch`` -> ``verify``."""
     import os
@@ -181,6 +184,7 @@ def test_the_default_repository_is_the_cards(tmp_path):
     refused(result, "hf://persistbench-neurips26/PersistBench@main")
 
 
+@pytest.mark.slow
 def test_a_pair_folder_outside_the_layout_is_named_not_dropped(fetched, tmp_path):
     out = Path(shutil.copytree(fetched[0], tmp_path / "data"))
     second = next(p for p in PAIRS if p.obj_id == "obj_0002")

@@ -84,6 +84,7 @@ def score(run: Path, ds: Path, *extra: str):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("length", "reso"), [(12, -1), (16, [192, 192]), (-1, [192, 256])])
 def test_public_inference_output_scores_perfectly(sample_ds, tmp_path, length, reso):
     run = public_tree(sample_ds, tmp_path, length, reso)
@@ -100,6 +101,7 @@ def test_public_inference_output_scores_perfectly(sample_ds, tmp_path, length, r
     assert record.is_file()
 
 
+@pytest.mark.slow
 def test_public_case_ids_are_checked_against_the_dataset(sample_ds, tmp_path):
     run = public_tree(sample_ds, tmp_path, 12, -1, drop=2)
     dropped = Dataset(sample_ds).cases()[2].case_id
@@ -117,6 +119,7 @@ def test_public_case_ids_are_checked_against_the_dataset(sample_ds, tmp_path):
     assert s["unexpected_predictions"] == ["static__Synth_elsewhere_0_obj_1"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
