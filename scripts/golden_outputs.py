@@ -1,6 +1,6 @@
 """Checksums of every file PersistBench's chain writes for the small synthetic fixture.
 
-``tests/test_golden.py`` rebuilds the chain (reconstruct -> infer hold/reproject/oracle -> score) and
+``tests/suites/persistbench/test_golden.py`` rebuilds the chain (reconstruct -> infer hold/reproject/oracle -> score) and
 compares with ``tests/data/golden_outputs.json``: the dataset and the predictions (integer pixels,
 decisions) byte for byte, the scores (floats) number by number to ``TOLERANCE``, since their last bits
 depend on the CPU's SIMD level (docs/data-format.md, "What is bit-identical"). Regenerate only when an

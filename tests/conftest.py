@@ -110,9 +110,9 @@ def checkout(r2m, tmp_path) -> Path:
 
 @pytest.fixture(scope="session")
 def checkpoints(tmp_path_factory) -> dict[str, Path]:
-    """Backend name -> a checkpoint folder of its architecture with random weights (``tests/checkpoints.py``)."""
+    """Backend name -> a checkpoint folder of its architecture with random weights (``tests/fakes/checkpoints.py``)."""
     pytest.importorskip("transformers")
-    import checkpoints as build
+    from fakes import checkpoints as build
 
     def make(root: Path) -> Path:
         build.dinov2_reg(root / "dinov2-reg")
@@ -147,7 +147,7 @@ def checkpoints(tmp_path_factory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def sshd_server(tmp_path_factory):
-    """A real OpenSSH server on loopback (tests/sshd.py) for one test module, as the download backends' remote."""
+    """A real OpenSSH server on loopback (tests/fakes/sshd.py) for one test module, as the download backends' remote."""
     from fakes.sshd import sshd
 
     with sshd(tmp_path_factory.mktemp("sshd")) as running:

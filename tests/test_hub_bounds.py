@@ -1,6 +1,6 @@
 """The Hub read as untrusted: every exchange bounded as a whole in time, declared sizes checked before a
 byte is fetched, transfers stopped at what was declared, nothing left behind, and no call the user did not
-ask for (huggingface_hub's telemetry). A loopback Hub (tests/fakehub.py) that drips or lies, run through
+ask for (huggingface_hub's telemetry). A loopback Hub (tests/fakes/fakehub.py) that drips or lies, run through
 the real CLI in a fresh process (huggingface_hub reads ``HF_ENDPOINT`` when it is first imported)."""
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from .fixtures import Fixtures
 from .harness import ROOT, fresh
 
 MEMORY_MB = 1024
-sys.path.insert(0, str(ROOT / "tests"))  # the loopback Hub of the tests (tests/fakehub.py)
+sys.path.insert(0, str(ROOT / "tests"))  # the loopback Hub of the tests (tests/fakes/fakehub.py)
 
 
 def check(*args, **kwargs):

@@ -30,7 +30,6 @@ import io
 import json
 import math
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -56,6 +55,7 @@ from persistbench.io.files import write_json
 from persistbench.io.images import resize_images
 from persistbench.metrics.pair import pooled
 from persistbench.metrics.registry import METRICS, order
+from persistbench.suites.persistbench import report
 from persistbench.suites.persistbench import tracked as pm
 from persistbench.suites.persistbench.dataset import Case
 from persistbench.suites.persistbench.layout import SPLITS, public_result
@@ -63,7 +63,6 @@ from persistbench.suites.persistbench.predictions import FramePrediction
 from persistbench.suites.persistbench.scoring import frame_lines, frame_rule, read_all
 
 if TYPE_CHECKING:
-    from persistbench.core.markup import Markup
     from persistbench.suites.persistbench.suite import PersistBench
 
 PROCEDURE = "default-three-paper-v3"
@@ -661,12 +660,7 @@ class PaperScorer(Scorer["PersistBench"]):
     def tables(self, summary: dict) -> tuple[list[str], dict[str, str]]:
         return tables(summary)
 
-    def report_sections(
-        self, runs: list[dict], advance: Callable[[int], object]
-    ) -> tuple[str, list[Markup], list[Markup]]:
-        from persistbench.suites.persistbench import report
-
-        return report.paper_sections(runs)
+    report_sections = staticmethod(report.paper_sections)
 
 
 PAPER = PaperScorer()

@@ -253,7 +253,7 @@ def steps(runs: list[dict]) -> int:
     return subsets + 1 + subsets * len([r for r in runs if r.get("sheets", True)])
 
 
-def paper_sections(runs: list[dict]) -> tuple[str, list[Markup], list[Markup]]:
+def paper_sections(runs: list[dict], advance: Callable[[int], object]) -> tuple[str, list[Markup], list[Markup]]:
     """``paper-v3``: the published layout, three scores x visible / invisible, overall and per group."""
     keys = [f"{spec.name}_{s}" for spec in TRACKED_METRICS for s in SPLITS]
     board = []

@@ -12,7 +12,6 @@ recomputed from the per-case files only.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -39,13 +38,13 @@ from persistbench.core.schema import (
 from persistbench.geometry.sampling import RGB_RESIZE, crop_resize, sampled_frames, sampled_masks
 from persistbench.io.images import image_size, read_image
 from persistbench.metrics.registry import METRICS, FrameBatch, order
+from persistbench.suites.persistbench import report
 from persistbench.suites.persistbench.dataset import Case
 from persistbench.suites.persistbench.layout import SPLITS, VIEWS
 from persistbench.suites.persistbench.predictions import FramePrediction
 from persistbench.suites.persistbench.segment import TemplateTracker
 
 if TYPE_CHECKING:
-    from persistbench.core.markup import Markup
     from persistbench.suites.persistbench.suite import PersistBench
 
 FRAME_METRICS = tuple(m for m, spec in METRICS.items() if spec.kind == "frame")
@@ -341,17 +340,8 @@ class ClassicScorer(Scorer["PersistBench"]):
     def tables(self, summary: dict) -> tuple[list[str], dict[str, str]]:
         return tables(summary)
 
-    def report_steps(self, runs: list[dict]) -> int:
-        from persistbench.suites.persistbench import report
-
-        return report.steps(runs)
-
-    def report_sections(
-        self, runs: list[dict], advance: Callable[[int], object]
-    ) -> tuple[str, list[Markup], list[Markup]]:
-        from persistbench.suites.persistbench import report
-
-        return report.sections(runs, advance)
+    report_steps = staticmethod(report.steps)
+    report_sections = staticmethod(report.sections)
 
 
 CLASSIC = ClassicScorer()

@@ -49,7 +49,7 @@ MAX_ZIP_BYTES = 100 << 20
 # What a member may cost to parse (io/files.JsonBudget). The largest legitimate submission is 2,000 cases:
 # measured at eval_length 6, results.json is 4.3 MB with 42,001 lists and objects (21 a case, whatever the
 # length) and 108,000 commas (about 9 a frame a case); at 200 frames a case that is 3.6 million commas.
-# These budgets keep a parse under a few hundred MB whatever the file holds (tests/test_package.py measures).
+# These budgets keep a parse under a few hundred MB whatever the file holds (tests/suites/persistbench/test_package.py measures).
 MEMBER_BUDGET = {
     "results.json": JsonBudget(MAX_REPORT_BYTES, 1_000_000, 8_000_000),
     "run.json": JsonBudget(64 << 20, 200_000, 2_000_000),

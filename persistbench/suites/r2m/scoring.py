@@ -12,7 +12,6 @@ is left out and counted, never averaged in as 0 or -1; identical frames give the
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,7 +39,7 @@ from persistbench.core.schema import (
 )
 from persistbench.io.names import name_problem, remove_tree
 from persistbench.metrics.registry import METRICS, families, order
-from persistbench.suites.r2m import layout, pairs, upstream_pairs, upstream_results, upstream_state
+from persistbench.suites.r2m import layout, pairs, report, upstream_pairs, upstream_results, upstream_state
 from persistbench.suites.r2m import metrics as pair_specs
 from persistbench.suites.r2m.data import Checkout
 from persistbench.suites.r2m.pair_video import PairVideo, StateQuestion
@@ -49,7 +48,6 @@ from persistbench.suites.r2m.relative import KINDS, relative
 from persistbench.suites.r2m.upstream_metrics import ROUNDING, mean_digits, rounded, value_digits
 
 if TYPE_CHECKING:
-    from persistbench.core.markup import Markup
     from persistbench.suites.r2m.suite import R2MBench
 
 PREPROCESS = ("pil-bilinear", "torchvision-bicubic")  # pair_video.PairVideo._resized
@@ -588,17 +586,8 @@ class NmrScorer(Scorer["R2MBench"]):
         remove_tree(scores_dir, folder)  # a scoring replaces the whole tree: no file of an earlier one is left
         upstream_results.write(folder, model, results)
 
-    def report_steps(self, runs: list[dict]) -> int:
-        from persistbench.suites.r2m import report
-
-        return report.steps(runs)
-
-    def report_sections(
-        self, runs: list[dict], advance: Callable[[int], object]
-    ) -> tuple[str, list[Markup], list[Markup]]:
-        from persistbench.suites.r2m import report
-
-        return report.sections(runs, advance)
+    report_steps = staticmethod(report.steps)
+    report_sections = staticmethod(report.sections)
 
     def foreign_results(self, suite: type[R2MBench], path: Path) -> list[dict] | None:
         """Upstream's result tree at ``path`` (:mod:`persistbench.suites.r2m.upstream_results`): one run per model,

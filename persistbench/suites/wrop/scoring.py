@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import fnmatch
 import math
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
@@ -45,11 +44,11 @@ from persistbench.core.schema import (
 )
 from persistbench.geometry.sampling import RGB_RESIZE
 from persistbench.metrics.registry import METRICS, FrameBatch, order
+from persistbench.suites.wrop import report
 from persistbench.suites.wrop.layout import REGIONS
 from persistbench.suites.wrop.taxonomy import taxonomy
 
 if TYPE_CHECKING:
-    from persistbench.core.markup import Markup
     from persistbench.suites.wrop.suite import Wrop
 
 ROLES = ("model", "hold")
@@ -361,17 +360,8 @@ class ContinuationScorer(Scorer["Wrop"]):
     def tables(self, summary: dict) -> tuple[list[str], dict[str, str]]:
         return tables(summary)
 
-    def report_steps(self, runs: list[dict]) -> int:
-        from persistbench.suites.wrop import report
-
-        return report.steps(runs)
-
-    def report_sections(
-        self, runs: list[dict], advance: Callable[[int], object]
-    ) -> tuple[str, list[Markup], list[Markup]]:
-        from persistbench.suites.wrop import report
-
-        return report.sections(runs, advance)
+    report_steps = staticmethod(report.steps)
+    report_sections = staticmethod(report.sections)
 
 
 CONTINUATION = ContinuationScorer()

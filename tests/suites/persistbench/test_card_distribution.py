@@ -1,4 +1,4 @@
-"""Issue 40: the published sharded distribution read as its dataset card describes it (tests/card_dist.py writes
+"""Issue 40: the published sharded distribution read as its dataset card describes it (tests/fakes/card_dist.py writes
 one from the card's text alone), and ``pack`` writing the card's layout, which the card's own snippets read."""
 
 from __future__ import annotations

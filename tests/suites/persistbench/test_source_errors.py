@@ -104,7 +104,7 @@ def test_rate_limit_and_sleep_interval_reach_yt_dlp(hosts, tmp_path):
 
 @pytest.mark.parametrize("backend", ["local", "ssh"])
 def test_youtubes_refusals_through_yt_dlps_youtube_extractor(hosts, sshd_server, tmp_path, backend):
-    """Real yt-dlp, its YouTube extractor and our --proxy, against YouTube played on loopback (tests/fake_youtube.py):
+    """Real yt-dlp, its YouTube extractor and our --proxy, against YouTube played on loopback (tests/fakes/fake_youtube.py):
     each refusal fails its case with one line naming the kind and the fix, here and on an SSH remote."""
     runtime = deno(ROOT / ".ci" / "wheels", tmp_path / "bin")
     if runtime is None:

@@ -1,5 +1,5 @@
 """Issue 24 (part): upstream's object family and persistent-state question, each against an independent
-computation on the same features (random-weight backends, tests/checkpoints.py).
+computation on the same features (random-weight backends, tests/fakes/checkpoints.py).
 
 The reference side here is written from upstream's rules with the architectures' own tools: torchvision's
 transforms on PIL images and its ``nms``, transformers' models called directly, torch's ``cosine_similarity``.
