@@ -136,10 +136,7 @@ class Tiny(Suite):
         return Prediction(frames, layout.case_json(case.subset, case.case_id))
 
     def predicted(self, run, run_info) -> set[str]:
-        return {f"all/{p.name}" for p in (Path(run) / "all").glob("*") if (p / "case.json").is_file()}
-
-    def keys_of(self, case, run_info) -> tuple[str, ...]:
-        return (f"{case.subset}/{case.case_id}",)
+        return {f"all.{p.name}" for p in (Path(run) / "all").glob("*") if (p / "case.json").is_file()}
 
 
 def register_tiny() -> None:

@@ -268,8 +268,9 @@ def test_bad_outputs_fail_only_their_case(sample_ds, tmp_path):
         "raise": "model raised RuntimeError: out of memory (pretend)",
         "masks": "masks have dtype uint8, expected bool",
     }
+    subsets = {c.case_id: c.subset for c in cases}
     for case_id, how in bad.items():
-        line = next(x for x in result.output.splitlines() if x.startswith(f"  {case_id}: "))
+        line = next(x for x in result.output.splitlines() if x.startswith(f"  {subsets[case_id]}.{case_id}: "))
         assert reasons[how] in line, line
         assert not (tmp_path / "run" / cases[0].subset / case_id).exists()
     assert len(list((tmp_path / "run").rglob("case.json"))) == 3

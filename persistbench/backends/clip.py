@@ -8,12 +8,9 @@ converted from OpenAI's checkpoints computes the same projected embeddings; both
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
-if TYPE_CHECKING:
-    from persistbench.backends import BackendOptions, BackendSpec
+from persistbench.backends import BackendOptions, BackendSpec, weights_and_device
 
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
@@ -64,6 +61,4 @@ class ClipEmbedder:
 
 def load(spec: BackendSpec, opts: BackendOptions) -> ClipEmbedder:
     """The backend ``spec`` as :class:`ClipEmbedder` (:attr:`persistbench.backends.BackendSpec.loader`)."""
-    from persistbench.backends import weights_and_device
-
     return ClipEmbedder(*weights_and_device(spec, opts))

@@ -3,15 +3,11 @@ that no maintained package provides, exported by the user from their upstream co
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
+from persistbench.backends import BackendOptions, BackendSpec, BackendUnavailable, weights_and_device
 from persistbench.backends.features import IMAGENET_MEAN, IMAGENET_STD
 from persistbench.core.errors import PersistbenchError
-
-if TYPE_CHECKING:
-    from persistbench.backends import BackendOptions, BackendSpec
 
 
 class ExportedDescriptor:
@@ -50,8 +46,6 @@ class ExportedDescriptor:
 
 def load(spec: BackendSpec, opts: BackendOptions) -> ExportedDescriptor:
     """The backend ``spec``, a ``torch.export`` archive, as :class:`ExportedDescriptor`."""
-    from persistbench.backends import BackendUnavailable, weights_and_device
-
     weights, device = weights_and_device(spec, opts)
     try:
         return ExportedDescriptor(weights, device, opts.batch_size)

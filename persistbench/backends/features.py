@@ -3,12 +3,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
-if TYPE_CHECKING:
-    from persistbench.backends import BackendOptions, BackendSpec
+from persistbench.backends import BackendOptions, BackendSpec, weights_and_device
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -84,6 +81,4 @@ class PatchFeatures:
 
 def load(spec: BackendSpec, opts: BackendOptions) -> PatchFeatures:
     """The backend ``spec`` as :class:`PatchFeatures` (:attr:`persistbench.backends.BackendSpec.loader`)."""
-    from persistbench.backends import weights_and_device
-
     return PatchFeatures(*weights_and_device(spec, opts), opts.batch_size)

@@ -12,14 +12,11 @@ checkpoints are converted from the original's), so the same weights give the sam
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from persistbench.backends import BackendOptions, BackendSpec, weights_and_device
 from persistbench.backends.features import IMAGENET_MEAN, IMAGENET_STD
-
-if TYPE_CHECKING:
-    from persistbench.backends import BackendOptions, BackendSpec
 
 MAX_TEXT_TOKENS = 256  # the original's max_text_len: token scores past it are never read
 
@@ -123,6 +120,4 @@ class GroundingDetector:
 
 def load(spec: BackendSpec, opts: BackendOptions) -> GroundingDetector:
     """The backend ``spec`` as :class:`GroundingDetector` (:attr:`persistbench.backends.BackendSpec.loader`)."""
-    from persistbench.backends import weights_and_device
-
     return GroundingDetector(*weights_and_device(spec, opts))

@@ -39,17 +39,13 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from persistbench.backends import JudgeOptions
+from persistbench.backends import NO_JUDGE, BackendOptions, BackendSpec, BackendUnavailable, JudgeOptions
 from persistbench.core.errors import PersistbenchError
 from persistbench.core.layout import judge_answer
 from persistbench.io.files import parse_json, read_json, write_json
-
-if TYPE_CHECKING:
-    from persistbench.backends import BackendOptions, BackendSpec
 
 SYSTEM_PROMPT = "You are a helpful assistant."
 MAX_REPLY_BYTES = 8 << 20  # an HTTP body larger than this is an invalid reply, not read further
@@ -509,8 +505,6 @@ def _without_credentials(url: str) -> str:
 
 def load(spec: BackendSpec, opts: BackendOptions) -> Judge:
     """The judge at the endpoint ``opts.judge`` names."""
-    from persistbench.backends import NO_JUDGE, BackendUnavailable
-
     if opts.judge is None:
         raise BackendUnavailable(NO_JUDGE)
     return Judge(opts.judge)

@@ -9,14 +9,10 @@ recorded unavailable with the reason.
 from __future__ import annotations
 
 import warnings
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from persistbench.backends import BackendUnavailable
-
-if TYPE_CHECKING:
-    from persistbench.backends import BackendOptions, BackendSpec
+from persistbench.backends import BackendOptions, BackendSpec, BackendUnavailable, resolve_device
 
 ALEXNET_FILE = "alexnet-owt-7be5be79.pth"  # torchvision's AlexNet weights, as the torch hub caches them
 
@@ -147,6 +143,4 @@ class Lpips:
 
 def load(spec: BackendSpec, opts: BackendOptions) -> Lpips:
     """The ``lpips`` backend: AlexNet's weights from ``--weights lpips=FILE`` or torchvision's cache."""
-    from persistbench.backends import resolve_device
-
     return Lpips(resolve_device(opts.device), opts.weights_for(spec.name), allow_download=opts.allow_download)

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from persistbench.backends import BackendOptions, BackendSpec
+from persistbench.backends import BackendOptions, BackendSpec, weights_and_device
 
 GRAY = (0.2989, 0.587, 0.114)  # the NTSC weights of LightGlue's image processor (torchvision's rgb_to_grayscale)
 
@@ -86,6 +84,4 @@ class PairMatcher:
 
 def load(spec: BackendSpec, opts: BackendOptions) -> PairMatcher:
     """The backend ``spec`` as :class:`PairMatcher` (:attr:`persistbench.backends.BackendSpec.loader`)."""
-    from persistbench.backends import weights_and_device
-
     return PairMatcher(*weights_and_device(spec, opts), opts.batch_size)

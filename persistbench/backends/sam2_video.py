@@ -22,14 +22,10 @@ import tempfile
 import warnings
 import zipfile
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from persistbench.backends import BackendUnavailable
-
-if TYPE_CHECKING:
-    from persistbench.backends import BackendOptions, BackendSpec
+from persistbench.backends import BackendOptions, BackendSpec, BackendUnavailable, weights_and_device
 
 # (width of the trunk's first stage, number of blocks) -> the package's configuration of that checkpoint
 CONFIGS = {
@@ -144,6 +140,4 @@ def _has_extension() -> bool:
 
 def load(spec: BackendSpec, opts: BackendOptions) -> Sam2PackageTracker:
     """The backend ``spec`` as :class:`Sam2PackageTracker` (:attr:`persistbench.backends.BackendSpec.loader`)."""
-    from persistbench.backends import weights_and_device
-
     return Sam2PackageTracker(*weights_and_device(spec, opts))

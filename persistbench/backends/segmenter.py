@@ -9,12 +9,9 @@ pixels: upstream embeds it again for each concept); each box is its own prompt.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
-if TYPE_CHECKING:
-    from persistbench.backends import BackendOptions, BackendSpec
+from persistbench.backends import BackendOptions, BackendSpec, weights_and_device
 
 
 class BoxSegmenter:
@@ -59,6 +56,4 @@ class BoxSegmenter:
 
 def load(spec: BackendSpec, opts: BackendOptions) -> BoxSegmenter:
     """The backend ``spec`` as :class:`BoxSegmenter` (:attr:`persistbench.backends.BackendSpec.loader`)."""
-    from persistbench.backends import weights_and_device
-
     return BoxSegmenter(*weights_and_device(spec, opts))

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
-if TYPE_CHECKING:
-    from persistbench.backends import BackendOptions, BackendSpec
+from persistbench.backends import BackendOptions, BackendSpec, weights_and_device
 
 
 class VideoTracker:
@@ -65,6 +62,4 @@ class VideoTracker:
 
 def load(spec: BackendSpec, opts: BackendOptions) -> VideoTracker:
     """The backend ``spec`` as :class:`VideoTracker` (:attr:`persistbench.backends.BackendSpec.loader`)."""
-    from persistbench.backends import weights_and_device
-
     return VideoTracker(*weights_and_device(spec, opts))

@@ -153,6 +153,7 @@ def infer_case(state: Prepared, key: tuple[str, str], model_name: str) -> None:
     """Predict one case ``(subset, case_id)`` and write it; ``case.json`` last."""
     subset, case_id = key
     model, suite = state.model, state.suite
+    name = suite.key(CaseRef(subset, case_id))
     num_frames, resolution = sampling_of(model, model_name)
     oracle = bool(getattr(model, "uses_ground_truth", False))
     with phase("decode"):
@@ -165,13 +166,13 @@ def infer_case(state: Prepared, key: tuple[str, str], model_name: str) -> None:
     except PersistbenchError:
         raise
     except SystemExit as e:  # the model's own code ended the process: that case fails, the run goes on
-        raise PersistbenchError(f"{case_id}: model called sys.exit({e.code!r}) in predict()") from None
+        raise PersistbenchError(f"{name}: model called sys.exit({e.code!r}) in predict()") from None
     except Exception as e:  # the model's own code: one line, the run goes on; its traceback in the case's log
-        raise foreign(f"{case_id}: model raised {type(e).__name__}: {e}") from None
+        raise foreign(f"{name}: model raised {type(e).__name__}: {e}") from None
     try:
         frames, masks, projection = validate_output(out, req.n_frames, req.size)
     except ValueError as e:
-        raise PersistbenchError(f"{case_id}: bad model output: {e}") from None
+        raise PersistbenchError(f"{name}: bad model output: {e}") from None
     with phase("write"):
         if projection == "equirect":
             frames, masks = _from_equirect(frames, masks, req.fields["target_cameras"], req.size)

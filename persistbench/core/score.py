@@ -109,7 +109,7 @@ def _score_one(state: Prepared, key: tuple[str, str], run_info: dict | None) -> 
     with phase("decode"):
         pred = suite.read_prediction(run.root, run_info, case)
     if pred is None:
-        raise PersistbenchError(f"{case.case_id}: the prediction disappeared while scoring")
+        raise PersistbenchError(f"{suite.key(case)}: the prediction disappeared while scoring")
     path = run.case_scores(protocol.dirname, *key)
     with phase("metrics"):  # the suite decodes the frames it scores as it goes
         new = protocol.scorer.score_case(suite, case, pred, protocol, state.ctx)
@@ -166,7 +166,7 @@ class Coverage:
 
 def coverage(suite: Suite, run: RunLayout, run_info: dict | None, cases: list, everything: list) -> Coverage:
     """Compare the selected ``cases`` (of ``everything`` the dataset lists) with what the run predicted."""
-    known = {k for c in everything for k in suite.keys_of(c, run_info)}
+    known = {suite.key(c) for c in everything}
     absent = [suite.key(c) for c in cases if not suite.on_disk(c)]
     missing = [
         suite.key(c)

@@ -132,15 +132,11 @@ class Suite(ABC):
 
     @abstractmethod
     def predicted(self, run: Path, run_info: dict | None) -> set[str]:
-        """Keys of every case the run holds a prediction for (see :meth:`keys_of`)."""
-
-    @abstractmethod
-    def keys_of(self, case: CaseRef, run_info: dict | None) -> tuple[str, ...]:
-        """The keys under which :meth:`predicted` lists ``case``."""
+        """The :meth:`key` of every case the run holds a prediction for (in our layout or another toolkit's)."""
 
     def key(self, case: CaseRef) -> str:
-        """A case's name in messages, coverage lists and the executor's records: unique in the dataset and
-        a safe file name (default ``<subset>.<case_id>``)."""
+        """A case's one name, ``<subset>.<case_id>``: in messages, coverage lists, the executor's records, the
+        arena's votes; unique in the dataset and a safe file name."""
         return f"{case.subset}.{case.case_id}"
 
     def on_disk(self, case: CaseRef) -> bool:

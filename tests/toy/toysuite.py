@@ -115,10 +115,7 @@ class Toy(Suite):
         )
 
     def predicted(self, run, run_info) -> set[str]:
-        return {f"grey/{p.name}" for p in (Path(run) / "grey").glob("*") if (p / "case.json").is_file()}
-
-    def keys_of(self, case, run_info) -> tuple[str, ...]:
-        return (f"{case.subset}/{case.case_id}",)
+        return {f"grey.{p.name}" for p in (Path(run) / "grey").glob("*") if (p / "case.json").is_file()}
 
     @classmethod
     def synthesize(cls, out: Path, config_file, options: dict, progress: bool = True) -> str:

@@ -123,11 +123,20 @@ def _public_prediction(run: RunLayout, public: PublicRun, case: Case, full: tupl
     )
 
 
-def predicted_keys(run: RunLayout, run_info: dict | None) -> set[str]:
-    """Every case the run holds a prediction for: ``subset/case_id`` (ours), or the public toolkit's uids."""
+def predicted_keys(run: RunLayout, run_info: dict | None, subsets: dict[str, str]) -> set[str]:
+    """``<subset>.<case_id>`` of every case the run holds a prediction for, in our layout or the public
+    toolkit's (its uids are ``<subset>__<case_id>`` or the case id, whose subset ``subsets`` gives: a uid of no
+    case of the dataset is kept as it is, to be named)."""
     public = PublicRun.from_run_info(run_info, run.run_json)
-    if public is not None:
-        if public.case_ids is not None:
-            return set(public.case_ids)
-        return {d.name for d in run.root.iterdir() if list_images(d / "prediction")}
-    return {f"{d.parent.name}/{d.name}" for d in run.root.glob("*/*") if (d / "case.json").is_file()}
+    if public is None:
+        return {f"{d.parent.name}.{d.name}" for d in run.root.glob("*/*") if (d / "case.json").is_file()}
+    uids = (
+        public.case_ids
+        if public.case_ids is not None
+        else [d.name for d in run.root.iterdir() if list_images(d / "prediction")]
+    )
+    keys = set()
+    for uid in uids:
+        subset, sep, case_id = uid.partition("__")
+        keys.add(f"{subset}.{case_id}" if sep else f"{subsets[uid]}.{uid}" if uid in subsets else uid)
+    return keys

@@ -189,16 +189,8 @@ class PersistBench(Suite):
         return predictions.read_prediction(RunLayout(run), run_info, self._case(case))
 
     def predicted(self, run: Path, run_info) -> set[str]:
-        return predictions.predicted_keys(RunLayout(run), run_info)
-
-    def keys_of(self, case, run_info) -> tuple[str, ...]:
-        if predictions.PublicRun.from_run_info(run_info, Path("run.json")) is not None:
-            return predictions.PublicRun.uids(case)
-        return (f"{case.subset}/{case.case_id}",)
-
-    def key(self, case) -> str:
-        """The case id alone: it names its category, source and object, unique across subsets."""
-        return case.case_id
+        subsets = {c.case_id: c.subset for c in self.cases()}  # a bare public uid is a case id
+        return predictions.predicted_keys(RunLayout(run), run_info, subsets)
 
     def on_disk(self, case) -> bool:
         return (self._case(case).path / VIEWS[0]).is_dir()

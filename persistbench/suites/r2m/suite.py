@@ -299,13 +299,10 @@ class R2MBench(Suite):
                 continue
             for entry in t.iterdir():
                 if entry.suffix == ".mp4" and entry.is_file():
-                    out.add(f"{t.name}/{entry.stem}")
+                    out.add(f"{t.name}.{entry.stem}")
                 elif (entry / "gen.mp4").is_file():
-                    out.add(f"{t.name}/{entry.name}")
+                    out.add(f"{t.name}.{entry.name}")
         return out
-
-    def keys_of(self, case, run_info) -> tuple[str, ...]:
-        return (f"{case.subset}/{case.case_id}",)
 
     # ---------------------------------------------------------------- scoring
 

@@ -387,11 +387,8 @@ class Wrop(Suite):
         for cat in sorted(Path(run).iterdir()):
             if not cat.is_dir() or name_problem(cat.name) or cat.name in ("scores", "logs", STATE_DIR):
                 continue
-            out |= {f"{cat.name}/{s.name}" for s in cat.iterdir() if (s / "gen.mp4").is_file()}
+            out |= {f"{cat.name}.{s.name}" for s in cat.iterdir() if (s / "gen.mp4").is_file()}
         return out
-
-    def keys_of(self, case, run_info) -> tuple[str, ...]:
-        return (f"{case.subset}/{case.case_id}",)
 
     # ---------------------------------------------------------------- scoring
 

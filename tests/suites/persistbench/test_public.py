@@ -104,19 +104,20 @@ def test_public_inference_output_scores_perfectly(sample_ds, tmp_path, length, r
 @pytest.mark.slow
 def test_public_case_ids_are_checked_against_the_dataset(sample_ds, tmp_path):
     run = public_tree(sample_ds, tmp_path, 12, -1, drop=2)
-    dropped = Dataset(sample_ds).cases()[2].case_id
+    gone = Dataset(sample_ds).cases()[2]
+    dropped = f"{gone.subset}.{gone.case_id}"  # a case's one name
     info = json.loads((run / "run.json").read_text())
     info["case_ids"].append("static__Synth_elsewhere_0_obj_1")
     write_json(run / "run.json", info)
     result = score(run, sample_ds)
     assert result.exit_code == 1
     assert f"no prediction for {dropped}" in result.output
-    assert "predictions for cases the dataset does not have: static__Synth_elsewhere_0_obj_1" in result.output
+    assert "predictions for cases the dataset does not have: static.Synth_elsewhere_0_obj_1" in result.output
     result = score(run, sample_ds, "--allow-partial")
     assert result.exit_code == 0, result.output
     s = json.loads(RunLayout(run).summary_json("classic-v1").read_text())
     assert s["partial"] and s["missing_cases"] == [dropped]
-    assert s["unexpected_predictions"] == ["static__Synth_elsewhere_0_obj_1"]
+    assert s["unexpected_predictions"] == ["static.Synth_elsewhere_0_obj_1"]
 
 
 @pytest.mark.slow
