@@ -73,7 +73,7 @@ def empty_run(ex: Executor, n: int, state: Path) -> None:
 
 
 def score_run(ex: Executor, ds: Path, run: Path) -> None:
-    assert score(ScoreOptions(pred=run, dataset=ds, metrics=METRICS), None, ex, progress=False).ok
+    assert score(ScoreOptions(pred=run, dataset=ds, metrics=METRICS), executor=ex, progress=False).ok
 
 
 # ---------------------------------------------------------------- tiny cases
@@ -172,7 +172,7 @@ def tiny_costs(work: Path, n: int, repeats: int) -> list[tuple[str, float, float
 
 
 def score_run_tiny(ex: Executor, ds: Path, run: Path) -> None:
-    assert score(ScoreOptions(pred=run, dataset=ds), None, ex, progress=False).ok
+    assert score(ScoreOptions(pred=run, dataset=ds), executor=ex, progress=False).ok
 
 
 def main() -> None:

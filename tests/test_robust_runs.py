@@ -19,6 +19,7 @@ from fakes.processes import group_alive
 
 from persistbench.cli import main
 from persistbench.core import layout
+from persistbench.core.errors import PersistbenchError
 from persistbench.io.images import write_image
 from persistbench.io.safeload import save_npy_dict
 from persistbench.suites.persistbench import layout as pb_layout
@@ -392,3 +393,22 @@ def test_kill_helpers_see_a_live_group():
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
     assert group_alive(proc.pid) == []
+
+
+def test_a_run_json_of_an_earlier_version_names_its_sampling_protocol(tmp_path):
+    """run.json's ``sampling`` was called ``protocol`` (its rule ``sampling``) before: such a run is read as the
+    same, and a ``--resume`` of it is not refused for a different sampling."""
+    from persistbench.core.layout import RunLayout
+    from persistbench.core.runs import RunRecord, read_run_info
+
+    old = {"model": "hold", "config": {}, "device": "cpu", "oracle": False, "dataset": {"fingerprint": "f"}}
+    old |= {"protocol": {"num_frames": 8, "resolution": [96, 128], "sampling": "uniform"}}
+    old |= {"toolkit_version": "0.5", "model_class": "m.Hold"}
+    (tmp_path / "run.json").write_text(json.dumps(old))
+    info = read_run_info(RunLayout(tmp_path))
+    assert "protocol" not in info and info["sampling"] == {"num_frames": 8, "resolution": [96, 128], "rule": "uniform"}
+    now = RunRecord.from_json({**old, "sampling": info["sampling"]})
+    assert now.differs(RunRecord.from_json(info)) is None
+    (tmp_path / "run.json").write_text(json.dumps({**old, "protocol": {"num_frames": True}}))
+    with pytest.raises(PersistbenchError, match="sampling: must be"):
+        read_run_info(RunLayout(tmp_path))
