@@ -36,10 +36,10 @@ def known_names() -> tuple[set[str], set[str]]:
     for name in commands:
         command = main.get_command(ctx, name)
         options |= {o for p in command.params for o in (*p.opts, *p.secondary_opts)}
-    from persistbench.cli.options import declared_suite_flags
+    from persistbench.core.suites import SUITES
 
     for name in commands:
-        options |= declared_suite_flags(name)
+        options |= {o.flag for suite in SUITES for o in SUITES[suite].option_specs if name in o.commands}
     return options, commands
 
 

@@ -289,11 +289,11 @@ def test_a_deleted_case_folder_makes_the_scores_partial(dataset_copy, hold_run, 
     shutil.rmtree(gone.path)
     args = ["score", "--no-progress", "--pred", str(run), "--dataset", str(dataset_copy), "--metrics", "psnr,iou"]
     result = CliRunner().invoke(main, args)
-    assert result.exit_code == 1 and f"the dataset lacks the folder of {gone.case_id}" in result.output
+    assert result.exit_code == 1 and f"the dataset lacks the folder of {gone.subset}.{gone.case_id}" in result.output
     result = CliRunner().invoke(main, [*args, "--allow-partial"])
     assert result.exit_code == 0, result.output
     summary = json.loads(layout.RunLayout(run).summary_json("classic-v1").read_text())
-    assert summary["partial"] is True and summary["cases_missing_from_dataset"] == [gone.case_id]
+    assert summary["partial"] is True and summary["cases_missing_from_dataset"] == [f"{gone.subset}.{gone.case_id}"]
     assert summary["subsets"]["all"]["cases"] == 1
 
 

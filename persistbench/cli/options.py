@@ -354,13 +354,18 @@ class SuiteCommand(click.Command):
         ctx.meta["suite_args"] = []
         try:
             return super().parse_args(ctx, args)
-        except click.NoSuchOption as e:  # another suite's option: say whose it is not
-            if suite is None or e.option_name not in {f.opts[0] for f in self._suite_params(None, [])}:
-                raise
-            own = ", ".join(o.flag for o in SUITES[suite].option_specs if self.name in o.commands) or "none"
-            raise click.UsageError(
-                f"{e.option_name}: does not apply to --suite {suite} {self.name} (its options: {own})", ctx
-            ) from None
+        except click.NoSuchOption as e:
+            import difflib
+
+            others = {p.opts[0] for p in self._suite_params(None, [])}  # every suite's options for this command
+            if suite is not None and e.option_name in others:  # another suite's option: say whose it is not
+                own = ", ".join(o.flag for o in SUITES[suite].option_specs if self.name in o.commands) or "none"
+                raise click.UsageError(
+                    f"{e.option_name}: does not apply to --suite {suite} {self.name} (its options: {own})", ctx
+                ) from None
+            known = {o for p in self.get_params(ctx) for o in p.opts if o.startswith("--")} | others
+            close = difflib.get_close_matches(e.option_name, sorted(known), n=3)
+            raise click.NoSuchOption(e.option_name, possibilities=close, ctx=ctx) from None
 
     def get_params(self, ctx: click.Context) -> list[click.Parameter]:
         params = super().get_params(ctx)

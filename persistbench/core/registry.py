@@ -52,9 +52,15 @@ class Registry(Mapping[str, T], Generic[T]):
             self._entries = out
         return self._entries
 
+    def _lookup(self, name: str) -> dict[str, T | str]:
+        """The table, read again when it lacks ``name`` (a package installed since it was read)."""
+        if name not in self.entries():
+            self._entries = None
+        return self.entries()
+
     def spec(self, name: str) -> T | str:
         """What ``name`` is registered as, not imported; a one-line error naming the known ones when unknown."""
-        entries = self.entries()
+        entries = self._lookup(name)
         if name not in entries:
             where = f"{self.option} {name}" if self.option else name
             raise UsageError(f"{where}: unknown {self.what}; known: {', '.join(entries)}")
@@ -67,7 +73,7 @@ class Registry(Mapping[str, T], Generic[T]):
         return self._loaded[name]
 
     def __contains__(self, name: object) -> bool:
-        return name in self.entries()
+        return isinstance(name, str) and name in self._lookup(name)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.entries())

@@ -136,7 +136,7 @@ def predicted_keys(run: RunLayout, run_info: dict | None, subsets: dict[str, str
         else [d.name for d in run.root.iterdir() if list_images(d / "prediction")]
     )
     keys = set()
-    for uid in uids:
+    for uid in uids:  # a case id may hold "__" itself (a source id ending in "_")
         subset, sep, case_id = uid.partition("__")
-        keys.add(f"{subset}.{case_id}" if sep else f"{subsets[uid]}.{uid}" if uid in subsets else uid)
+        keys.add(f"{subsets[uid]}.{uid}" if uid in subsets else f"{subset}.{case_id}" if sep else uid)
     return keys
