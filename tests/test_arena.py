@@ -134,6 +134,7 @@ def wrop_runs(tmp_path_factory) -> list[Path]:
     return _wrop_runs(tmp_path_factory.mktemp("arena"))
 
 
+@pytest.mark.slow
 def test_votes_are_append_only_once_per_pair_and_merge_across_studies(wrop_runs, tmp_path):
     from persistbench.arena.store import Store
     from persistbench.arena.study import open_study
@@ -260,6 +261,7 @@ def _status(url: str, data: bytes | None = None) -> int:
         return e.code
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium (.ci/run installs it)")
 def test_raters_vote_with_the_keyboard_through_a_crash_and_nothing_is_lost(tmp_path):
     from playwright.sync_api import sync_playwright
@@ -355,6 +357,7 @@ def test_raters_vote_with_the_keyboard_through_a_crash_and_nothing_is_lost(tmp_p
     assert "<script>window.pwned" not in page_html and "&lt;script&gt;window.pwned" in page_html
 
 
+@pytest.mark.slow
 def test_the_judge_rates_in_both_orders_beside_the_people(wrop_runs, tmp_path, monkeypatch):
     """A loopback judge that always prefers the side that moves away from the context's last frame (and, a
     second one, always says "left"): both orders of every pair asked; a side preference cancels to ties."""
@@ -457,6 +460,7 @@ def test_the_page_shows_the_object_asked_about_and_raters_keep_their_links(sampl
     assert late.exit_code == 1 and "the study is closed; no rater can be added" in late.output
 
 
+@pytest.mark.slow
 def test_merge_takes_only_votes_this_study_could_have_had(wrop_runs, tmp_path):
     """Issue 39: a FIFO, a link to /dev/zero, a non-UTF-8 byte, the judge's name, one run on both sides, an
     unknown case and a 50 MB name are each refused in one line, quickly, with nothing stored."""
@@ -516,6 +520,7 @@ def test_a_damaged_store_is_one_line(tmp_path):
         assert (tmp_path / "arena.sqlite").read_bytes() == content  # read, never written into
 
 
+@pytest.mark.slow
 def test_the_vote_endpoint_bounds_and_checks_a_body_before_reading_it(wrop_runs, tmp_path):
     """Issue 39: a body past 4 KiB is 413 (declared or streamed), another content type 415, deep nesting,
     a key twice and NaN 400; the server stays up and stores nothing."""

@@ -202,6 +202,7 @@ def _score_parser(obj):
 REQ = Request("rate it", (np.full((8, 8, 3), 200, np.uint8),))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("replies", "value", "requests"),
     [
@@ -229,6 +230,7 @@ def test_the_judge_parses_strictly_and_retries(tmp_path, monkeypatch, replies, v
     assert len(cached) == 1 and "sk-secret" not in cached[0].read_text()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("reply", "why"),
     [
@@ -247,6 +249,7 @@ def test_every_kind_of_bad_reply_is_a_counted_failure(tmp_path, monkeypatch, rep
     assert not (tmp_path / "cache" / "judge").exists()  # failures are not cached
 
 
+@pytest.mark.slow
 def test_concurrency_is_bounded(tmp_path, monkeypatch):
     import threading
     import time
@@ -435,6 +438,7 @@ def _public_dir(root: Path, records: list[dict]) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_compare_public_reports_each_difference(tmp_path):
     import subprocess
     import sys

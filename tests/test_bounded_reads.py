@@ -97,6 +97,7 @@ def test_deeply_nested_checkout_files_are_refused_by_name(checkout, which):
     refused(run_cli("verify", checkout), path.name, "nested too deeply")
 
 
+@pytest.mark.slow
 def test_a_huge_integer_in_a_trajectory_is_refused_by_name(checkout):
     path = layout.trajectory_path(checkout, "DDDAAA")
     text = path.read_text()
@@ -323,6 +324,7 @@ def drip_server():
     server.shutdown()
 
 
+@pytest.mark.slow
 def test_a_request_is_bounded_as_a_whole(drip_server):
     import time
 
@@ -334,6 +336,7 @@ def test_a_request_is_bounded_as_a_whole(drip_server):
     assert time.monotonic() - start < 10
 
 
+@pytest.mark.slow
 def test_fetching_a_wrop_corpus_from_a_drip_server_gives_up(drip_server, tmp_path):
     result = run_cli(
         "fetch",

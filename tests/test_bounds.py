@@ -51,6 +51,7 @@ def _grid_baselines(revisit, n_eff: int, p: dict, tolerance) -> list[tuple[int, 
     return out
 
 
+@pytest.mark.slow
 def test_baseline_draw_is_the_candidate_grids_draw():
     rng = np.random.default_rng(0)
     for _ in range(60):
@@ -64,6 +65,7 @@ def test_baseline_draw_is_the_candidate_grids_draw():
             assert pairs._baselines(revisit, n, p, tolerance) == _grid_baselines(revisit, n, p, tolerance)
 
 
+@pytest.mark.slow
 def test_baseline_draw_of_a_long_trajectory_runs_in_linear_memory():
     rng = np.random.default_rng(1)
     n = 10_000  # the pose limit; the grid held 4.6 million candidates x 100 pairs at 20,000 poses
@@ -91,6 +93,7 @@ def test_protocol_sizes_are_bounded(size, ok):
     assert (size_hw(size) is None) == ok
 
 
+@pytest.mark.slow
 def test_a_huge_r2m_prediction_is_refused_from_its_header(r2m, tmp_path):
     run = Path(shutil.copytree(r2m / "videos" / "pose", tmp_path / "pose"))
     video = run / "DDDAAA" / "0001.mp4"  # upstream's layout
@@ -98,6 +101,7 @@ def test_a_huge_r2m_prediction_is_refused_from_its_header(r2m, tmp_path):
     refused(run_cli("score", "--pred", run, "--dataset", r2m, "--metrics", "frame_psnr"), video.name, "4096x4096")
 
 
+@pytest.mark.slow
 def test_a_huge_conditioning_image_is_refused_before_the_model(r2m, tmp_path):
     from PIL import Image
 
@@ -108,6 +112,7 @@ def test_a_huge_conditioning_image_is_refused_before_the_model(r2m, tmp_path):
     refused(run_cli("infer", "--model", "hold", "--dataset", tree, "--output", out), image.name, "5000x5000")
 
 
+@pytest.mark.slow
 def test_pair_files_and_protocols_bound_the_pairs(r2m, tmp_path):
     run = Path(shutil.copytree(r2m / "videos" / "pose", tmp_path / "pose"))
     theirs = tmp_path / "pairs"
@@ -178,6 +183,7 @@ def r2m_hold(r2m, tmp_path_factory) -> Path:
     return run
 
 
+@pytest.mark.slow
 def test_an_r2m_prediction_at_another_size_than_asked_is_refused(r2m, r2m_hold, tmp_path):
     run = Path(shutil.copytree(r2m_hold, tmp_path / "run"))
     video = next(run.glob("DDDAAA/*/gen.mp4"))
@@ -187,6 +193,7 @@ def test_an_r2m_prediction_at_another_size_than_asked_is_refused(r2m, r2m_hold, 
     assert f"16x16 frames, the case asked for {asked[0]}x{asked[1]}" in line
 
 
+@pytest.mark.slow
 def test_an_r2m_prediction_that_is_a_fifo_is_refused_by_name(r2m, r2m_hold, tmp_path):
     import os
 

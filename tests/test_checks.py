@@ -83,6 +83,7 @@ def test_trajectories_that_describe_no_camera_are_refused_by_verify(checkout, ed
     refused(run_cli("verify", checkout, "--no-progress"), str(path), needle)
 
 
+@pytest.mark.slow
 def test_a_principal_point_near_zero_is_refused_before_infer_divides_by_it(checkout, tmp_path):
     path = _edit_trajectory(checkout, _set_k(1, 2, 0.1))
     result = run_cli("infer", "--model", "hold", "--dataset", checkout, "--output", tmp_path / "run", "--no-progress")
@@ -120,6 +121,7 @@ def _outside(tmp_path: Path, root: Path, rel: str) -> Path:
     return target
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "link",
     [
@@ -287,6 +289,7 @@ def test_pax_records_that_change_a_member_are_honoured_or_refused(tmp_path, reco
     assert str(path) in str(e.value)
 
 
+@pytest.mark.slow
 def test_a_pax_size_past_the_end_is_refused_by_verify_and_infer_as_by_tarfile(tmp_path):
     root = tmp_path / "wrop"
     wrop_synth.make(root, wrop_synth.WropSynthConfig(samples=1))

@@ -31,6 +31,7 @@ def test_child_refuses_existing_links_that_leave_the_root(tmp_path):
     assert child(root, "new", "x.json") == root / "new" / "x.json"
 
 
+@pytest.mark.slow
 def test_score_does_not_write_through_a_linked_scores_folder(r2m, tmp_path):
     run = tmp_path / "run"
     assert run_cli("infer", "--dataset", r2m, "--model", "hold", "--output", run).returncode == 0
@@ -52,6 +53,7 @@ def test_r2m_fetch_does_not_write_images_through_a_link(r2m, tmp_path):
     assert list(elsewhere.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_wrop_fetch_does_not_write_tars_through_a_link(tmp_path):
     corpus = tmp_path / "corpus"
     wrop_synth.make(corpus, wrop_synth.WropSynthConfig(samples=1))

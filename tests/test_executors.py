@@ -394,6 +394,7 @@ def test_a_killed_ray_driver_is_resumed_by_a_rerun(ray_executor, sample_ds, tmp_
     assert digests(clean) == digests(run)
 
 
+@pytest.mark.slow
 def test_r2m_and_wrop_fetch_take_shards_then_aggregate_only(tmp_path):
     tree = make_r2m(tmp_path / "src" / "r2m", R2MSynthConfig(cases=1))
     corpus = tmp_path / "src" / "wrop"  # beside the outputs: an output inside its source is refused

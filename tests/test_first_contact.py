@@ -216,12 +216,14 @@ def test_arena_without_its_extra_is_one_line_naming_the_install(sample_copy, tmp
     assert doctor.returncode == 1 and "MISSING  uvicorn" in doctor.stdout, doctor.stdout
 
 
+@pytest.mark.slow
 def test_doctor_for_download_lists_what_download_uses():
     out = run_cli("doctor", "--for", "download").stdout
     assert "JavaScript runtime" in out and "yt-dlp release date" in out
     assert "backend judge" not in out and "LPIPS" not in out and "matplotlib" not in out
 
 
+@pytest.mark.slow
 def test_doctor_names_a_node_that_is_too_old(tmp_path):
     """A node 20 on PATH (and no deno): doctor names it, its version, the minimum and the fix."""
     bin_dir = tmp_path / "bin"
@@ -468,6 +470,7 @@ def test_the_demo_into_a_used_folder_says_which_output_to_pass(tmp_path):
     assert "a finished demo" in line
 
 
+@pytest.mark.slow
 def test_recipe_redirects_stay_on_the_server_asked(tmp_path):
     """Issue 39: a redirect to another server or to ftp:// is refused in one line, a loop too; one within the
     server is followed and its final URL recorded."""

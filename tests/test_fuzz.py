@@ -159,6 +159,7 @@ def r2m_small(tmp_path_factory) -> Path:
     return synth.make(tmp_path_factory.mktemp("r2m-fuzz") / "tree", synth.R2MSynthConfig(cases=1, n_poses=41))
 
 
+@pytest.mark.slow
 @FUZZ
 @given(data=st.data())
 def test_r2m_trajectories(r2m_small, tmp_path, data):
@@ -437,6 +438,7 @@ def vote_app(tmp_path_factory):
     return build_app(study, store), token
 
 
+@pytest.mark.slow
 @FUZZ
 @given(data=st.data())
 def test_vote_bodies(vote_app, data):
@@ -516,6 +518,7 @@ def hub_answers():
 header_values = st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=20)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(data=st.data())
 def test_hub_answers(hub_answers, monkeypatch, data):

@@ -255,6 +255,7 @@ def test_remote_recipes_are_read_with_a_size_limit(tmp_path, monkeypatch):
 # ------------------------------------------------------------------ 3. processes
 
 
+@pytest.mark.slow
 def test_cmd_adapter_timeout_kills_its_grandchildren(tmp_path):
     from persistbench.models import ModelInput, load_model
 

@@ -17,6 +17,8 @@ from fakes.fakehub import FakeHub
 
 from persistbench.suites.wrop import layout as wrop_layout
 
+pytestmark = pytest.mark.slow  # every test here takes seconds: slow servers are waited out to their deadlines
+
 REPO = "someone/persistbench"
 DEADLINE_S = 2
 

@@ -199,6 +199,7 @@ def test_a_slow_drip_server_is_cut_at_the_timeout(tmp_path, monkeypatch):
     assert took < 15  # the listing and the judgment, each bounded by 2 s; per read it never ends
 
 
+@pytest.mark.slow
 def test_a_judgment_with_its_retries_is_bounded_by_the_timeout(tmp_path, monkeypatch):
     def busy(n, body):
         time.sleep(0.5)
@@ -241,6 +242,7 @@ def test_a_slow_drip_judge_does_not_hang_score_and_is_reported(r2m_tree, r2m_run
 # ---------------------------------------------------------------- 8-9. bad replies are counted failures of their judgment
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "body",
     [b"<html>oops</html>", b'{"choices": "x"}', b"[1]", b'{"choices": [{"message": 7}]}', b"\xff\xfe"],

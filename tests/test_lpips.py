@@ -56,6 +56,7 @@ def test_missing_weights_say_what_fixes_them(tmp_path, monkeypatch):
         metrics.Lpips()
 
 
+@pytest.mark.slow
 def test_backbone_weights_load_from_a_file(tmp_path, scorer):
     import torchvision
 
@@ -71,6 +72,7 @@ def test_backbone_weights_load_from_a_file(tmp_path, scorer):
         metrics.Lpips(weights=str(bad))
 
 
+@pytest.mark.slow
 def test_allow_download_checks_the_hash_and_leaves_nothing_behind(tmp_path, monkeypatch):
     """A mirror (loopback) serving a file that is not the real AlexNet is refused by its sha256 prefix."""
     import torchvision
@@ -91,6 +93,7 @@ def test_allow_download_checks_the_hash_and_leaves_nothing_behind(tmp_path, monk
     assert not list((tmp_path / "home").rglob("*.pth*"))
 
 
+@pytest.mark.slow
 def test_r2m_pair_lpips_is_the_package_call_on_each_pairs_frames(tmp_path):
     """R2M-Bench's ``frame_lpips``: full uint8 frames of one video, in bounded batches of pairs, on the ``lpips``
     backend loaded from a weights file like every backend."""

@@ -543,6 +543,7 @@ def _wrop_scores(wrop, config, tmp_path) -> tuple[list[dict], dict]:
     return records, protocol.scorer.summarise(suite, records, protocol, ctx)[1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("field", sorted(WROP_ACTS))
 def test_wrop_fields_act(wrop, tmp_path, field):
     base_config = _set(WROP, "eval_size", [32, 48]) if field == "resize.rgb" else WROP

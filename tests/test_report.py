@@ -214,6 +214,7 @@ def doctor(*args, env=None):
     return CliRunner().invoke(main, ["doctor", *args], env=env)
 
 
+@pytest.mark.slow
 def test_doctor_names_what_is_missing(tmp_path):
     empty = tmp_path / "bin"
     empty.mkdir()

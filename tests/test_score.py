@@ -130,8 +130,12 @@ def test_missing_and_bad_predictions_name_the_case(runs, tmp_path):
     result = CliRunner().invoke(main, ["score", "--no-progress", "--pred", str(run)])
     assert result.exit_code == 1 and f"no prediction for {case_dir.parent.name}.{case_dir.name}" in result.output
     result = CliRunner().invoke(main, ["score", "--no-progress", "--pred", str(run), "--allow-partial"])
-    assert result.exit_code == 0 and f"partial: no prediction for {case_dir.parent.name}.{case_dir.name}" in result.output
-    assert summary(run)["partial"] is True and summary(run)["missing_cases"] == [f"{case_dir.parent.name}.{case_dir.name}"]
+    assert (
+        result.exit_code == 0 and f"partial: no prediction for {case_dir.parent.name}.{case_dir.name}" in result.output
+    )
+    assert summary(run)["partial"] is True and summary(run)["missing_cases"] == [
+        f"{case_dir.parent.name}.{case_dir.name}"
+    ]
 
     bad = shutil.copytree(runs / "hold", tmp_path / "bad")
     shutil.rmtree(RunLayout(bad).scores_dir("classic-v1"))

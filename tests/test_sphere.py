@@ -143,6 +143,7 @@ def test_pan_reuses_maps_and_stays_exact():
     assert len(mapper._base) == 1
 
 
+@pytest.mark.slow
 def test_half_resolution_maps_stay_within_a_hundredth_of_a_pixel():
     """Large views away from the poles get upsampled half-resolution maps: still within 0.01 px."""
     pano_size, view = (1920, 3840), (768, 1024)

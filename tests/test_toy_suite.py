@@ -7,6 +7,7 @@ import json
 import os
 from pathlib import Path
 
+import pytest
 from fakes.clirun import run_cli
 
 TOY = Path(__file__).parent / "toy"
@@ -18,6 +19,7 @@ def _env() -> dict[str, str]:
     return {"PYTHONPATH": os.pathsep.join(p for p in (str(TOY), os.environ.get("PYTHONPATH")) if p)}
 
 
+@pytest.mark.slow
 def test_a_suite_plugs_in_through_its_entry_point(tmp_path):
     assert not [p for p in PACKAGE.rglob("*") if p.is_file() and b"toysuite" in p.read_bytes()]
     listed = run_cli("suites", env=_env())

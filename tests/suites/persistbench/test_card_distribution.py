@@ -67,6 +67,7 @@ def test_the_cards_theta_phi_array_is_read_in_one_place(fetched):
     assert set(angles) == {"view_0_theta", "view_0_phi"} and angles["view_0_theta"].shape == (case.n_frames,)
 
 
+@pytest.mark.slow
 def test_checksum_entries_of_another_shape_are_one_line(card, tmp_path):
     bad = Path(shutil.copytree(card, tmp_path / "bad"))
     sums = json.loads((bad / "shards" / "checksums.json").read_text())
@@ -78,6 +79,7 @@ def test_checksum_entries_of_another_shape_are_one_line(card, tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_a_shard_and_its_index_that_disagree_name_every_pair(card, tmp_path):
     bad = Path(shutil.copytree(card, tmp_path / "bad"))
     index = json.loads((bad / "index.json").read_text())
@@ -93,6 +95,7 @@ def test_a_shard_and_its_index_that_disagree_name_every_pair(card, tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_samples_laid_out_as_the_card_says_are_fetched(card, tmp_path):
     out = tmp_path / "samples"
     result = run_cli("fetch", "--no-progress", "--from", card, "--output", out, "--include", "samples")
@@ -107,6 +110,7 @@ def test_samples_laid_out_as_the_card_says_are_fetched(card, tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_a_video_shorter_than_its_masks_is_named_by_verify(tmp_path):
     short = Pair("dynamic", "Synth_shortAAAAAA_0", "obj_0001", n_frames=10, seed=9)
     dist = write(tmp_path / "dist", (short,), None)
@@ -196,6 +200,7 @@ def test_a_pair_folder_outside_the_layout_is_named_not_dropped(fetched, tmp_path
     )
 
 
+@pytest.mark.slow
 def test_the_layout_pack_wrote_before_still_reads(tmp_path):
     """``<subset>/<case>_obj_<N>/<N>/``, ``mask_0000.png``, theta/phi a dictionary, samples listed in
     ``shards/checksums.json`` with ``bytes``: what ``pack`` wrote before this layout."""

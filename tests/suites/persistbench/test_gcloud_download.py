@@ -52,6 +52,7 @@ def _verbs(calls: list[list[str]]) -> list[str]:
     return [" ".join(a for a in c if not a.startswith("-") and not a.startswith("persistbench-")) for c in calls]
 
 
+@pytest.mark.slow
 def test_gcloud_makes_the_vm_downloads_through_it_and_stops_it(sshd_server, served_recipes, tmp_path):
     sources, _ = served_recipes
     local = download(sources, tmp_path / "local")
@@ -196,6 +197,7 @@ def test_what_the_startup_script_reports_decides_the_interpreter(sshd_server, tm
     assert said == []  # ready at the first query: no waiting message
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(REAL_GCLOUD is None, reason="the Google Cloud CLI is not installed")
 def test_the_real_gcloud_cli_against_a_loopback_compute_api(sshd_server, served_recipes, tmp_path):
     """The real ``gcloud`` runs every command of the backend. Only Google is replaced: a loopback Compute API

@@ -118,6 +118,7 @@ def _change_mean(run, results, summary):
 TAMPERS = {"a flipped frame score": _flip_frame, "a missing case": _drop_case, "a changed mean": _change_mean}
 
 
+@pytest.mark.slow
 def test_a_full_coverage_submission_is_accepted_and_tampered_ones_refused_by_both(tmp_path, public):
     sub = make(submission.PUBLISHED_CASES)
     submission.validate(sub.run, sub.results, sub.summary)  # all 2,000 cases: no subset needed
@@ -242,6 +243,7 @@ def _bomb_zip(path: Path, members: dict[str, bytes]) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_the_submission_gate_bounds_memory_not_only_bytes(tmp_path):
     """Issue 39: a 250 MiB results.json of ``[],`` (honest sizes, a few hundred KB zipped) is refused before
     parsing, under a 1 GiB peak; a member encrypted, of another compression method, or corrupt, and entries of

@@ -13,6 +13,8 @@ import pytest
 from fakes import ROOT
 from fakes.public_toolkit import wheel
 
+pytestmark = pytest.mark.slow  # every test here takes seconds: the public toolkit's own interpreter runs beside ours
+
 DEPS = ("easydict-1.14-", "loguru-0.7.3-", "pyzmq-27.3.0-")
 SCENARIOS = ("base", "b1_empty_gt_mask", "c3_invalid_always", "f2_reso_wide_len")
 

@@ -102,6 +102,7 @@ def runs_of(mask):
     return ([0] + runs) if flat[0] else runs
 
 
+@pytest.mark.slow
 @given(arrays(np.uint8, st.tuples(st.integers(1, 24), st.integers(1, 24)), elements=st.integers(0, 1)))
 @settings(max_examples=300, deadline=None)
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")  # pycocotools' decode under numpy 2
@@ -141,6 +142,7 @@ def test_fingerprint_detects_a_different_source():
     assert recipes.fingerprint_distance(fp, other) > fp["tolerance"]
 
 
+@pytest.mark.slow
 def test_recipes_are_read_as_a_stream_within_a_memory_budget(tmp_path):
     """Issue 39: 256 MiB of blank lines, locally and over HTTP, cost what one line costs (they took 2.35 GB)."""
     from http.server import BaseHTTPRequestHandler

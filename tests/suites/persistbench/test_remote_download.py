@@ -44,6 +44,7 @@ def _remote_folders(recipes: Path) -> list[Path]:
     return [Path.home() / job_folder(j) for j in jobs if (Path.home() / job_folder(j)).exists()]
 
 
+@pytest.mark.slow
 def test_ssh_gives_the_local_dataset_and_a_cut_transfer_resumes(sshd_server, served_recipes, tmp_path):
     recipes, files = served_recipes
     local = download(recipes, tmp_path / "local")
@@ -99,6 +100,7 @@ def test_a_wrong_host_key_or_an_unreachable_host_is_one_line_and_nothing_is_writ
     assert bad.exit_code == 2 and "--backend ssh needs --remote" in bad.output
 
 
+@pytest.mark.slow
 def test_over_ssh_a_rate_limiting_host_slows_down_and_a_refusal_is_one_line(sshd_server, served_recipes, tmp_path):
     recipes, files = served_recipes
     root = recipes.parent.parent
@@ -116,6 +118,7 @@ def test_over_ssh_a_rate_limiting_host_slows_down_and_a_refusal_is_one_line(sshd
     assert len(lines) == 1 and "unavailable: forbidden: " in lines[0] and "--cookies or --proxy" in lines[0], lines
 
 
+@pytest.mark.slow
 def test_over_ssh_cookies_reach_yt_dlp_there_and_are_removed_after(sshd_server, served_recipes, tmp_path):
     recipes, files = served_recipes
     root = recipes.parent.parent
@@ -134,6 +137,7 @@ def test_over_ssh_cookies_reach_yt_dlp_there_and_are_removed_after(sshd_server, 
     assert not [p for p in ds.rglob("*") if p.is_file() and b"s3cr3t" in p.read_bytes()]  # nor in the outputs
 
 
+@pytest.mark.slow
 def test_a_hostile_remote_is_read_as_untrusted(sshd_server, served_recipes, tmp_path):
     """Issue 39: the remote's answer is checked against its schema (not JSON, a list, a size missing or as
     text, a 20 MB message cut), and its clip is read up to the size it declared: a clip that is /dev/zero is

@@ -54,6 +54,7 @@ def hosts(tmp_path_factory):
             yield root, scripted
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "code, kind, fix",
     [
@@ -73,6 +74,7 @@ def test_a_refusing_host_gives_each_case_one_line_with_the_fix(hosts, tmp_path, 
     assert len(lines) == 1 and f"unavailable: {kind.replace('_', ' ')}: " in lines[0] and fix in lines[0], result.output
 
 
+@pytest.mark.slow
 def test_a_rate_limiting_host_slows_the_run_down_and_every_case_is_rebuilt(hosts, tmp_path):
     root, scripted = hosts
     recipes = with_urls(root, tmp_path, [f"{scripted.url}/flaky/3/{{file}}", f"{scripted.url}/flaky/2/{{file}}"])
@@ -102,6 +104,7 @@ def test_rate_limit_and_sleep_interval_reach_yt_dlp(hosts, tmp_path):
     assert bad.exit_code == 2 and "a rate in bytes a second" in bad.output
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["local", "ssh"])
 def test_youtubes_refusals_through_yt_dlps_youtube_extractor(hosts, sshd_server, tmp_path, backend):
     """Real yt-dlp, its YouTube extractor and our --proxy, against YouTube played on loopback (tests/fakes/fake_youtube.py):

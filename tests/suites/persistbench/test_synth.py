@@ -90,6 +90,7 @@ def test_bad_config_is_a_usage_error(tmp_path):
     assert result.exit_code == 2 and "2H x H" in result.output
 
 
+@pytest.mark.slow
 def test_bundled_sample_is_what_its_config_makes(tmp_path):
     """The shipped sample is reproducible: its first scene regenerated from configs/sample.json matches."""
     from dataclasses import replace

@@ -67,6 +67,7 @@ def _score(run: Path, dataset, metrics=("psnr", "ssim"), **kw) -> dict:
 # ---------------------------------------------------------------- the fixtures and the corpus reader
 
 
+@pytest.mark.slow
 def test_synth_writes_the_corpus_layout(wrop):
     entries = corpus.parse_checksums((wrop / layout.CHECKSUMS).read_bytes(), "checksums.txt")
     assert sorted(entries) == ["knock_ball_off_ledge", "trapdoor_drop", "u_track_occluded_ball"]
@@ -312,6 +313,7 @@ def test_the_hub_through_huggingface_hubs_file_system(wrop, tmp_path):
     assert local == remote and len(remote) == 5
 
 
+@pytest.mark.slow
 def test_remote_selection_reads_only_the_bytes_it_needs(tmp_path, monkeypatch):
     """60 samples of two 200 KB videos: two samples over HTTP read the headers and those samples, not the archive."""
     members = {}

@@ -203,6 +203,7 @@ def _infer_score(dataset: Path, out: Path) -> dict:
     return {c["uid"]: c for c in results["cases"]}
 
 
+@pytest.mark.slow
 def test_the_loose_output_is_read_in_place_and_scores_as_the_corpus(outputs, tmp_path):
     loose = Path(shutil.copytree(outputs["loose"], tmp_path / "loose"))
     failed = loose / "trapdoor_drop_task" / "trapdoor_drop_0001"
@@ -268,6 +269,7 @@ def test_the_loose_output_refuses_foreign_names_and_links(outputs, tmp_path):
         assert len([x for x in result.output.splitlines() if x.strip()]) == 1 and not out.exists()
 
 
+@pytest.mark.slow
 def test_a_target_video_that_disagrees_with_its_split_is_refused(outputs, tmp_path):
     loose = Path(shutil.copytree(outputs["loose"], tmp_path / "loose"))
     sample = loose / "u_track_occluded_ball_task" / "u_track_occluded_ball_0000"
@@ -305,6 +307,7 @@ def _zip_bytes(members: list[tuple[str, bytes]], encrypt: str | None = None) -> 
     return bytes(raw)
 
 
+@pytest.mark.slow
 def test_a_hostile_trajectory_npz_is_one_line(outputs, tmp_path):
     """Issue 39: members with the encryption flag or twice (numpy would keep the last) are refused naming the file."""
     loose = Path(shutil.copytree(outputs["loose"], tmp_path / "loose"))
