@@ -32,6 +32,7 @@ from persistbench.core.case import CaseRef, Prediction, Request
 from persistbench.core.infer import InferOptions, infer
 from persistbench.core.layout import RunLayout
 from persistbench.core.protocol import Scorer
+from persistbench.core.records import CaseScores
 from persistbench.core.runs import case_record
 from persistbench.core.schema import metric_list
 from persistbench.core.score import ScoreOptions, score
@@ -88,7 +89,8 @@ class TinyScorer(Scorer):
     def score_case(self, suite, case, pred, protocol, ctx) -> dict:
         level = int(case.case_id.removeprefix("c")) % 256
         frames = [read_image(f) for f in pred.files]
-        return {"metrics": {"psnr": [float(abs(f.astype(float) - level).mean()) for f in frames]}}
+        values = [float(abs(f.astype(float) - level).mean()) for f in frames]
+        return {**CaseScores.common(protocol, ctx.wanted, ctx.unavailable, pred.digest), "metrics": {"psnr": values}}
 
     def merge(self, new: dict, old: dict) -> dict:
         return new
@@ -172,7 +174,8 @@ def tiny_costs(work: Path, n: int, repeats: int) -> list[tuple[str, float, float
 
 
 def score_run_tiny(ex: Executor, ds: Path, run: Path) -> None:
-    assert score(ScoreOptions(pred=run, dataset=ds), executor=ex, progress=False).ok
+    result = score(ScoreOptions(pred=run, dataset=ds), executor=ex, progress=False)
+    assert result.ok, result.text()
 
 
 def main() -> None:
