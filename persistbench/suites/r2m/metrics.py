@@ -105,122 +105,39 @@ def _state(v: PairVideo, pairs, p: dict) -> list[float | None]:
     return v.state_scores(pairs, p)
 
 
-def _model_pair(**spec) -> PairMetric:
-    """A pair metric computed by the model backends its protocol section names; higher is better."""
-    return PairMetric(higher_is_better=True, **spec)
+def _pair(name: str, family: str, value_range: tuple[float, float], function, params: str, **spec) -> PairMetric:
+    """A pair metric whose parameters are the protocol section ``params``; higher is better unless ``spec`` says."""
+    spec.setdefault("higher_is_better", True)
+    return PairMetric(name=name, family=family, value_range=value_range, function=function, params=params, **spec)
 
 
+UNIT, COSINE = (0.0, 1.0), (-1.0, 1.0)
+NAMED = {"backend_keys": ("backend",)}  # the protocol section's "backend" names the model backend
+OBJECTS = {"backend_keys": ("detector", "segmenter", "features", "clip")}
 SPECS: tuple[PairMetric, ...] = (
-    PairMetric(
-        name="frame_psnr",
-        family="appearance",
-        higher_is_better=True,
-        value_range=(0.0, 100.0),
-        function=_pair_psnr,
-        params="frame_psnr",
-    ),
-    PairMetric(
-        name="frame_ssim",
-        family="appearance",
-        higher_is_better=True,
-        value_range=(-1.0, 1.0),
-        function=_pair_ssim,
-        params="frame_ssim",
-    ),
-    PairMetric(
-        name="frame_lpips",
-        family="appearance",
+    _pair("frame_psnr", "appearance", (0.0, 100.0), _pair_psnr, "frame_psnr"),
+    _pair("frame_ssim", "appearance", COSINE, _pair_ssim, "frame_ssim"),
+    _pair(
+        "frame_lpips",
+        "appearance",
+        (0.0, math.inf),
+        _pair_lpips,
+        "frame_lpips",
         higher_is_better=False,
-        value_range=(0.0, math.inf),
-        function=_pair_lpips,
-        params="frame_lpips",
         backend="lpips",
     ),
-    PairMetric(
-        name="sift_match_ratio",
-        family="geometric",
-        higher_is_better=True,
-        value_range=(0.0, 1.0),
-        function=_sift_match,
-        params="sift",
+    _pair("sift_match_ratio", "geometric", UNIT, _sift_match, "sift"),
+    _pair("sift_inlier_ratio", "geometric", UNIT, _sift_inlier, "sift"),
+    _pair("lightglue_match_ratio", "geometric", UNIT, _lightglue_match, "lightglue", **NAMED),
+    _pair("lightglue_inlier_ratio", "geometric", UNIT, _lightglue_inlier, "lightglue", **NAMED),
+    _pair("scene_identity", "scene_identity", COSINE, _scene_identity, "scene_identity", **NAMED),
+    _pair("scene_identity_boq", "scene_identity", COSINE, _place, "boq", **NAMED),
+    _pair("scene_identity_mutualvpr", "scene_identity", COSINE, _place, "mutualvpr", **NAMED),
+    _pair(
+        "object_consistency", "object", COSINE, _object, "object_consistency", backend_keys=("segmenter", "features")
     ),
-    PairMetric(
-        name="sift_inlier_ratio",
-        family="geometric",
-        higher_is_better=True,
-        value_range=(0.0, 1.0),
-        function=_sift_inlier,
-        params="sift",
-    ),
-    _model_pair(
-        name="lightglue_match_ratio",
-        family="geometric",
-        value_range=(0.0, 1.0),
-        function=_lightglue_match,
-        params="lightglue",
-        backend_keys=("backend",),
-    ),
-    _model_pair(
-        name="lightglue_inlier_ratio",
-        family="geometric",
-        value_range=(0.0, 1.0),
-        function=_lightglue_inlier,
-        params="lightglue",
-        backend_keys=("backend",),
-    ),
-    _model_pair(
-        name="scene_identity",
-        family="scene_identity",
-        value_range=(-1.0, 1.0),
-        function=_scene_identity,
-        params="scene_identity",
-        backend_keys=("backend",),
-    ),
-    _model_pair(
-        name="scene_identity_boq",
-        family="scene_identity",
-        value_range=(-1.0, 1.0),
-        function=_place,
-        params="boq",
-        backend_keys=("backend",),
-    ),
-    _model_pair(
-        name="scene_identity_mutualvpr",
-        family="scene_identity",
-        value_range=(-1.0, 1.0),
-        function=_place,
-        params="mutualvpr",
-        backend_keys=("backend",),
-    ),
-    _model_pair(
-        name="object_consistency",
-        family="object",
-        value_range=(-1.0, 1.0),
-        function=_object,
-        params="object_consistency",
-        backend_keys=("segmenter", "features"),
-    ),
-    *(
-        _model_pair(
-            name=name,
-            family="object",
-            value_range=(0.0, 1.0),
-            function=function,
-            params="object_persistence",
-            backend_keys=("detector", "segmenter", "features", "clip"),
-        )
-        for name, function in (
-            ("object_appearance_persistence", _object_appearance),
-            ("object_semantic_persistence", _object_semantic),
-        )
-    ),
-    _model_pair(
-        name="persistent_state",
-        family="persistent_state",
-        value_range=(1.0, 5.0),
-        function=_state,
-        params="persistent_state",
-        backend_keys=("backend",),
-    ),
+    _pair("object_appearance_persistence", "object", UNIT, _object_appearance, "object_persistence", **OBJECTS),
+    _pair("object_semantic_persistence", "object", UNIT, _object_semantic, "object_persistence", **OBJECTS),
+    _pair("persistent_state", "persistent_state", (1.0, 5.0), _state, "persistent_state", **NAMED),
 )
 register(*SPECS)
