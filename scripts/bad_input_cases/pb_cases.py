@@ -40,7 +40,11 @@ def cases(fx: Fixtures, work: Path) -> None:
         ("model of 5 MB", lambda i: i.update(model="m" * (5 << 20))),
         ("model a dict", lambda i: i.update(model={"name": "x"})),
         ("oracle 'yes'", lambda i: i.update(oracle="yes")),
-        ("protocol num_frames 'all'", lambda i: i["protocol"].update(num_frames="all")),
+        ("sampling num_frames 'all'", lambda i: i["sampling"].update(num_frames="all")),
+        (
+            "an earlier version's protocol num_frames 'all'",
+            lambda i: i.update(protocol={**i.pop("sampling"), "num_frames": "all"}),
+        ),
         ("started 10^400", lambda i: i.update(started=int("9" * 400))),
         ("config nested 900 deep", lambda i: i.update(config=json.loads("[" * 900 + "]" * 900))),
     ]:
