@@ -146,7 +146,7 @@ def register_tiny() -> None:
     Tiny.protocol_dir.mkdir(exist_ok=True)
     write_json(Tiny.protocol_dir / "tiny-v1.json", {"name": "tiny-v1", "metrics": ["psnr"]})
     if "tiny" not in SUITES:
-        SUITES.entries()["tiny"] = Tiny  # added to this process's table, as an entry point would be
+        SUITES.register("tiny", Tiny)
 
 
 def tiny_costs(work: Path, n: int, repeats: int) -> list[tuple[str, float, float]]:

@@ -483,3 +483,50 @@ def test_more_processes_than_cores_are_not_started():
         == ex._pool_size()
         == (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())
     )
+
+
+class _Counted:
+    """A job's prepared state that counts how often it was made and closed, in a file (workers are processes)."""
+
+    def __init__(self, log: Path, fail: str | None):
+        if fail == "bad input":
+            raise PersistbenchError("model.pt: not a checkpoint")
+        if fail == "bug":
+            raise RuntimeError("a bug in setup")
+        self.log = log
+        with open(log, "a") as f:
+            f.write(f"made {os.getpid()}\n")
+
+    def close(self) -> None:
+        with open(self.log, "a") as f:
+            f.write(f"closed {os.getpid()}\n")
+
+
+def _work(state: _Counted, item: str) -> None:
+    with open(state.log, "a") as f:
+        f.write(f"case {item} {os.getpid()}\n")
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_jobs_setup_runs_once_per_worker_and_is_closed(tmp_path, workers):
+    from persistbench.executors import Job
+
+    log = tmp_path / "log"
+    job = Job("prep", _work, tmp_path / "state", setup=functools.partial(_Counted, log, None))
+    with ExecutorOptions(workers=workers).build() as ex:
+        assert ex.run(job, [f"c{i}" for i in range(6)], key_of=str, progress=False).ok
+    lines = log.read_text().splitlines()
+    made = [line.split()[1] for line in lines if line.startswith("made")]
+    closed = [line.split()[1] for line in lines if line.startswith("closed")]
+    assert len(made) == len(set(made)) <= workers and sorted(made) == sorted(closed)
+    assert sum(line.startswith("case") for line in lines) == 6
+
+
+@pytest.mark.parametrize(("fail", "reason"), [("bad input", "model.pt: not a checkpoint"), ("bug", "internal error")])
+def test_a_setup_that_fails_fails_each_case_with_its_reason(tmp_path, fail, reason):
+    from persistbench.executors import Job, SerialExecutor
+
+    job = Job("prep", _work, tmp_path / "state", setup=functools.partial(_Counted, tmp_path / "log", fail))
+    result = SerialExecutor().run(job, ["a", "b"], key_of=str, progress=False)
+    assert [o.status for o in result.outcomes] == ["failed", "failed"]
+    assert all(o.reason.startswith(reason) for o in result.outcomes), result.outcomes

@@ -352,6 +352,7 @@ class SuiteCommand(click.Command):
 
         suite = ctx.meta["suite_name"] = _suite_named(args, self.dataset_flags)
         ctx.meta["suite_args"] = []
+        ctx.meta.pop("suite_params", None)  # made for this suite, not for one asked before parsing
         try:
             return super().parse_args(ctx, args)
         except click.NoSuchOption as e:

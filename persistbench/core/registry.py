@@ -52,6 +52,15 @@ class Registry(Mapping[str, T], Generic[T]):
             self._entries = out
         return self._entries
 
+    def register(self, name: str, obj: T | str) -> None:
+        """Add ``name`` for this process (a notebook's suite, a benchmark's own); a name taken by something else
+        is an error naming both."""
+        taken = self.entries().get(name, obj)
+        if taken is not obj and taken != obj:
+            raise UsageError(f"{self.what} {name}: already registered as {taken}")
+        self._builtin[name] = obj
+        self._entries = None
+
     def _lookup(self, name: str) -> dict[str, T | str]:
         """The table, read again when it lacks ``name`` (a package installed since it was read)."""
         if name not in self.entries():

@@ -60,8 +60,9 @@ class Suite(ABC):
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        if "scorers" in cls.__dict__ and not isinstance(cls.scorers, Registry):
-            cls.scorers = Registry("protocol", cls.scorers, option="--protocol")
+        if "scorers" in cls.__dict__:
+            if not isinstance(cls.scorers, Registry):
+                cls.scorers = Registry("protocol", cls.scorers, option="--protocol")
             cls.protocols = tuple(cls.scorers)
 
     def __init__(self, root: str | Path, options: dict | None = None):

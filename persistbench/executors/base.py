@@ -206,8 +206,8 @@ class Job(Generic[T]):
         with file_lock(stage_lock(self.state_dir, key), best_effort=True):
             try:
                 done = self.is_done is not None and self.is_done(*self._args(item))
-            except PersistbenchError:
-                done = False  # setup failed: the work says why
+            except Exception:  # setup failed: the work fails the same way, and its handling says why
+                done = False
             if done:
                 return Outcome(key, "skipped", worker=worker)
             return self._run(key, item, start, worker)
