@@ -21,9 +21,19 @@ from pathlib import Path
 
 import pytest
 
+from persistbench.executors.base import limit_threads
 from persistbench.suites.persistbench.build.recipes import load_recipes
 from persistbench.suites.persistbench.build.reconstruct import clip_frames, reconstruct_case
 from persistbench.suites.persistbench.synth import SynthConfig, generate
+
+
+def pytest_configure(config):
+    """Each xdist worker takes its share of the cores for numpy's BLAS, OpenCV and torch (and so do the
+    commands its tests start): two workers that each start a thread per core slow each other down."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1:
+        limit_threads(max(1, (os.cpu_count() or 1) // workers))
+
 
 SMALL = SynthConfig(scenes=2, seed=3, pano_size=(512, 256), view_size=(128, 96), n_frames=24, fps=8.0)
 
