@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 import signal
 import socket
 import sqlite3
@@ -21,13 +20,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from fakes import CHROMIUM
 
 from persistbench.arena import ratings, schedule
 from persistbench.arena.judge import combine
 from persistbench.cli import main
 from persistbench.core.errors import PersistbenchError
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 HOSTILE = '<img src=x onerror="window.pwned=1"><script>window.pwned=2</script>'
 
 

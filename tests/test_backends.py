@@ -154,11 +154,18 @@ def test_motion_continuity_and_split_means():
     ref[1][2:4, 2:4] = ref[2][2:4, 2:4] = True  # area 4 on frames 1 and 2, 0 on frame 3
     pred[1][2:4, 2:4] = True
     pred[2][2:4, 5:7] = True  # 3 px to the right
-    out = pm.motion_continuity(ref, pred, start=1)
+    d = pm.motion_distances(ref, pred, start=1)
+    out = pm.motion_continuity(d)
     scale = math.sqrt((4 + 4 + 0) / 3)
+    assert math.isnan(d[0]) and d[1] == 0.0 and math.isclose(d[2], 3 / scale) and math.isnan(d[3])
     assert math.isnan(out[0]) and out[1] == 1.0 and math.isclose(out[2], math.exp(-3 / scale)) and math.isnan(out[3])
-    assert pm.split_mean(out, np.array([True, True, True, True]), 1) == pytest.approx((1 + out[2]) / 2)
-    assert pm.split_mean(out, np.array([True, False, False, True]), 1) is None
+    every, none = np.array([True, True, True, True]), np.array([True, False, False, True])
+    assert pm.split_mean(out, every, 1) == pytest.approx((1 + out[2]) / 2)
+    assert pm.split_mean(out, none, 1) is None
+    # the published leaderboard's case value: exp of the mean distance, below the mean of the frame scores
+    assert pm.published_continuity(d, every, 1) == pytest.approx(math.exp(-3 / scale / 2))
+    assert pm.published_continuity(d, every, 1) < pm.split_mean(out, every, 1)
+    assert pm.published_continuity(d, none, 1) is None
 
 
 def test_the_judges_frames_are_sampled_adaptively():

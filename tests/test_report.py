@@ -12,12 +12,11 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from conftest import shared
+from fakes import CHROMIUM
 
 from persistbench.cli import main
 from persistbench.core.layout import RunLayout
 from persistbench.suites.persistbench.report import frames_since_left, memory_curve, wilson
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 def test_frames_since_left_counts_source_frames_from_the_last_visible_one():

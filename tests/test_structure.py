@@ -136,6 +136,8 @@ def test_seal_check_sees_crossings():
 RAW_READS = {
     ("arena/app.py", "read_text"): "the package's own page, refusal page and assets",
     ("backends/judge.py", "read_text"): "the package's prompt files",
+    ("suites/persistbench/leaderboard.py", "read_text"): "the package's published leaderboard's source file",
+    ("suites/persistbench/leaderboard.py", "read_bytes"): "the package's published leaderboard (its sha256 checked)",
     ("suites/wrop/taxonomy.py", "read_text"): "the package's taxonomy.json",
     ("cli/score.py", "read_text"): "the summary.md score just wrote",
     ("suites/wrop/synth.py", "read_bytes"): "the videos synth just encoded",

@@ -95,8 +95,16 @@ def fmt(v) -> str:
     return "n/a" if v is None else f"{v:.4f}"
 
 
-def table(table_id: str, head: list[str], rows: list[list[object]], sortable: bool = True) -> Markup:
-    """An HTML table (every cell text); sortable by clicking a column when ``sortable``."""
+def table(
+    table_id: str,
+    head: list[str],
+    rows: list[list[object]],
+    sortable: bool = True,
+    classes: list[str | None] | None = None,
+) -> Markup:
+    """An HTML table (every cell text); sortable by clicking a column when ``sortable``; ``classes`` one CSS
+    class (or None) per row."""
     thead = tag("thead", tag("tr", *(tag("th", h, data_col=i) for i, h in enumerate(head))))
-    tbody = tag("tbody", *(tag("tr", *(tag("td", c) for c in row)) for row in rows))
+    kinds = classes or [None] * len(rows)
+    tbody = tag("tbody", *(tag("tr", *(tag("td", c) for c in row), class_=k) for row, k in zip(rows, kinds)))
     return tag("table", thead, tbody, id=table_id, class_="sortable" if sortable else None)

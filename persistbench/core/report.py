@@ -216,7 +216,8 @@ document.querySelectorAll('table.sortable th').forEach(function (th) {
 _CSS = """body{font-family:system-ui,sans-serif;margin:24px;max-width:1400px}table{border-collapse:collapse;margin:8px 0 20px;
 font-size:13px}th,td{border:1px solid #ccc;padding:3px 7px;text-align:right}th{background:#f0f0f0;cursor:pointer}
 td:first-child,td:nth-child(2){text-align:left}img{max-width:100%}.note{color:#555;font-size:13px}
-.warning{background:#fff3cd;border:1px solid #e0b000;padding:8px 12px}"""
+.warning{background:#fff3cd;border:1px solid #e0b000;padding:8px 12px}tr.yours{background:#e8f1fb;font-weight:600}
+tr.published td{color:#444}"""
 
 
 def _backend_entries(backends: object) -> list[tuple[str, dict]]:

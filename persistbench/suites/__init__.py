@@ -13,4 +13,5 @@ BUILTIN_COMMANDS: dict[str, str] = {  # suites' own commands
     "download": "persistbench.suites.persistbench.commands:download",
     "pack": "persistbench.suites.persistbench.commands:pack",
     "package": "persistbench.suites.persistbench.commands:package",
+    "leaderboard": "persistbench.suites.persistbench.commands:leaderboard",
 }

@@ -356,3 +356,39 @@ def package(pred, output, name, allow_subset, check_zip, sample, seed, tolerance
     if problems:
         raise click.ClickException(f"{check_zip}: {len(problems)} problem(s); first: {problems[0]}")
     click.echo(f"{check_zip}: follows from {pred} ({len(checks)} cases re-scored)")
+
+
+@click.command()
+@click.option(
+    "--with",
+    "runs",
+    multiple=True,
+    type=click.Path(file_okay=False, exists=True),
+    help="A run scored with paper-v3, placed among the published models (repeatable).",
+)
+@click.option("--protocol", default=None, help="The runs' paper-v3 scoring, where a run has several.")
+@click.option(
+    "--subset",
+    "subsets",
+    type=click.Choice(["static", "dynamic"]),
+    multiple=True,
+    help="Only this subset (repeatable; default: both).",
+)
+def leaderboard(runs, protocol, subsets) -> None:
+    """Print PersistBench's published leaderboard, with your runs among the published models.
+
+    The published rows are the project page's (shipped with this toolkit, with their source and date); a
+    run's are its paper-v3 scores in the leaderboard's form (motion continuity per case exp(-mean d):
+    docs/metrics.md). Rows are ranked by memory; a run scored on fewer cases than the benchmark is placed
+    by its memory but not ranked.
+
+    \b
+    Examples:
+      persistbench leaderboard
+      persistbench leaderboard --with runs/mymodel --subset static
+    """
+    from persistbench.suites.persistbench import leaderboard as board
+
+    published = board.published()
+    rows = board.runs_rows([str(r) for r in runs], protocol, published)
+    click.echo("\n\n".join(board.text(published, s, rows.get(s, [])) for s in subsets or board.GROUPS))

@@ -55,6 +55,7 @@ from persistbench.io.files import write_json
 from persistbench.io.images import resize_images
 from persistbench.metrics.pair import pooled
 from persistbench.metrics.registry import METRICS, order
+from persistbench.suites.persistbench import leaderboard as board
 from persistbench.suites.persistbench import report
 from persistbench.suites.persistbench import tracked as pm
 from persistbench.suites.persistbench.dataset import Case
@@ -65,7 +66,7 @@ from persistbench.suites.persistbench.scoring import frame_lines, frame_rule, re
 if TYPE_CHECKING:
     from persistbench.suites.persistbench.suite import PersistBench
 
-PROCEDURE = "default-three-paper-v3"
+PROCEDURE = board.PROCEDURE
 PAPER_METRICS = tuple(spec.name for spec in pm.TRACKED_METRICS)
 
 SCHEMA = {
@@ -223,7 +224,10 @@ class PaperCaseScores(CaseScores):
     """One case's ``paper-v3`` scores; the JSON form is :meth:`to_json`.
 
     ``metrics[m]`` one value per frame (None before ``start`` and where a frame has none);
-    ``means[split][m]`` the mean over the split's frames from ``start`` that have one (None if none);
+    ``means[split][m]`` the mean over the split's frames from ``start`` that have one (None if none), the
+    public toolkit 0.1.7's case value; ``published[split][m]`` the published leaderboard's (the same but for
+    motion continuity: ``exp(-mean d)``); ``motion_distance`` each frame's ``d`` (motion continuity is
+    ``exp(-d)``; None where it has none);
     ``tracked`` whether the tracker kept the object per frame; ``judge`` what was asked (``asked``: the
     frames; ``judgments``, ``failed``, ``reasons``: reason -> count, ``reason``: the first failure's
     message; ``answered_by``: the judges that answered); ``backends`` which backend, weights (sha256) and judge produced the scores.
@@ -241,6 +245,8 @@ class PaperCaseScores(CaseScores):
     tracked: list[bool]
     metrics: dict[str, list[float | None]]
     means: dict[str, dict[str, float | None]]
+    published: dict[str, dict[str, float | None]]
+    motion_distance: list[float | None]
     counts: dict[str, dict[str, int]]
     judge: dict
     backends: dict
@@ -287,18 +293,23 @@ def score_case(case: Case, pred: FramePrediction, protocol: Protocol, wanted: tu
     tracked = [i >= start and bool(pred_masks[i].any()) for i in range(n)]
     judge = {"asked": [], "failed": 0, "reason": None, "model": None, "judgments": 0, "reasons": {}, "answered_by": []}
     state = pm.Tracked(ref_masks, pred_masks, start, tracked)
+    if "motion_continuity" in wanted:
+        state.distances = pm.motion_distances(ref_masks, pred_masks, start)
     if "object_permanence" in wanted:
         state.seen, judge = _judge(refs, ref_masks, preds, pred_masks, start, cfg, opts)
     if "appearance_preservation" in wanted:
         state.similarity = _similarity(refs, ref_masks, preds, pred_masks, tracked, cfg, opts)
     per_frame = {m: _none(METRICS[m].function(state, protocol.params(m))) for m in order(wanted)}
-    means, counts = {}, {}
+    means, published, counts = {}, {}, {}
     for split, sel in (("visible", visible), ("invisible", invisible)):
         picked = sel.copy()
         picked[:start] = False
         means[split] = {
             m: pm.split_mean([math.nan if v is None else v for v in s], picked, 0) for m, s in per_frame.items()
         }
+        published[split] = dict(means[split])
+        if state.distances is not None:
+            published[split]["motion_continuity"] = pm.published_continuity(state.distances, picked, 0)
         counts[split] = {"frames": int(picked.sum())} | {
             f"{m}_null": int(sum(per_frame[m][i] is None for i in np.nonzero(picked)[0])) for m in per_frame
         }
@@ -315,6 +326,8 @@ def score_case(case: Case, pred: FramePrediction, protocol: Protocol, wanted: tu
         tracked=tracked,
         metrics=per_frame,
         means=means,
+        published=published,
+        motion_distance=_none(state.distances or []),
         counts=counts,
         judge=judge,
         backends=used,
@@ -463,6 +476,7 @@ def summarise(results: list[dict]) -> dict:
     return {
         **overall,
         "groups": {g: block(rows) for g, rows in groups.items()},
+        "published": {"overall": board.block(results)} | {g: board.block(rows) for g, rows in groups.items()},
         "judge_failures": len(failed),
         "judge_failure_reasons": judged["reasons"],
         "failed_metrics": (
@@ -489,7 +503,19 @@ def tables(summary: dict) -> tuple[list[str], dict[str, str]]:
             row[f"{name}/{k}"] = "" if v is None else f"{v:.6f}"
         lines.append(f"| {name} | {block['cases']} | " + " | ".join(cells) + " |")
     lines.append("")
-    lines.append("Scores x 100 (valid cases). Backends: " + _backend_line(summary["backends"]))
+    lines.append("Scores x 100 (valid cases), each case's score the mean of its frames' (the public toolkit 0.1.7's).")
+    lines += ["", "In the published leaderboard's form (motion continuity per case exp(-mean d); docs/metrics.md):", ""]
+    published_head = ["group", "cases", *board.COLUMNS]
+    lines += ["| " + " | ".join(published_head) + " |", "|" + " --- |" * len(published_head)]
+    for name, block in (summary.get("published") or {}).items():
+        if not block["cases"]:
+            continue
+        values = {**block["scores"], **{k: block[k] for k in ("memory", "visible_average", "gap")}}
+        lines.append(
+            f"| {name} | {block['cases']} | " + " | ".join(board.fmt(values[c]) or "n/a" for c in board.COLUMNS) + " |"
+        )
+        row |= {f"published/{name}/{c}": board.fmt(values[c]) for c in board.COLUMNS}
+    lines += ["", "Backends: " + _backend_line(summary["backends"])]
     if summary["judge_failures"]:
         why = ", ".join(f"{r}: {n}" for r, n in (summary.get("judge_failure_reasons") or {}).items())
         lines.append(f"{summary['judge_failures']} cases have judge failures ({why}): their object permanence is null.")

@@ -17,6 +17,7 @@ from persistbench.core.markup import Markup, join, tag
 from persistbench.io.images import encode_image, list_images, outline, read_image
 from persistbench.metrics.frame import PSNR_CAP
 from persistbench.metrics.registry import METRICS, order
+from persistbench.suites.persistbench import leaderboard
 from persistbench.suites.persistbench.dataset import Dataset
 from persistbench.suites.persistbench.layout import SPLITS
 from persistbench.suites.persistbench.tracked import TRACKED_METRICS
@@ -273,7 +274,42 @@ def paper_sections(runs: list[dict], advance: Callable[[int], object]) -> tuple[
         "Protocol paper-v3 (the public toolkit's default-three-paper-v3): means over cases of each case's mean over "
         "its visible / invisible frames from the first visible one; (n) = cases with a value."
     )
-    return note, [tag("h2", "Leaderboard"), *board], []
+    return note, [tag("h2", "Leaderboard"), *board, *published_sections(runs)], []
+
+
+def published_sections(runs: list[dict]) -> list[Markup]:
+    """The published leaderboard per subset with the runs placed among its models (scores in its form)."""
+    published = leaderboard.published()
+    parts = [
+        tag("h2", "Beside the published leaderboard"),
+        tag(
+            "p",
+            "Scores x 100 in the published leaderboard's form: motion continuity per case exp(-mean d), not the mean "
+            "of the frames' exp(-d) above (docs/metrics.md); ranked by memory. Published rows: "
+            f"{published.source}, read {published.read}. A run scored on fewer cases than the benchmark is placed "
+            "by its memory but not ranked: its numbers stand on other cases.",
+            class_="note",
+        ),
+    ]
+    stale = [r["name"] for r in runs if "published" not in r["summary"]]
+    if stale:
+        parts.append(
+            tag(
+                "p",
+                f"Not shown (scored before the leaderboard's form was kept; score again): {', '.join(stale)}.",
+                class_="warning",
+            )
+        )
+    for subset in leaderboard.GROUPS:
+        rows = [
+            row
+            for r in runs
+            if (row := leaderboard.run_row(r["name"], str(r["summary"].get("model")), r["summary"], subset, published))
+        ]
+        placed = leaderboard.table(published, subset, rows)
+        cells, classes = [c for _, c in placed], ["published" if r.run is None else "yours" for r, _ in placed]
+        parts += [tag("h3", subset), table(f"published-{subset}", leaderboard.head(), cells, classes=classes)]
+    return parts
 
 
 def sections(runs: list[dict], advance: Callable[[int], object]) -> tuple[str, list[Markup], list[Markup]]:

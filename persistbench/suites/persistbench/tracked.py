@@ -131,7 +131,8 @@ def place_mask(mask: np.ndarray, src: Box, dst: Box) -> np.ndarray:
 class Tracked:
     """What the three scores of one case are computed from: reference masks ``(N, H, W)``, the tracked
     prediction masks, the start frame, whether each frame is tracked, whether the judge sees the object
-    (None: not asked for, or failed) and the appearance cosine per frame (NaN: not eligible)."""
+    (None: not asked for, or failed), the appearance cosine per frame (NaN: not eligible) and the motion
+    distance per frame (:func:`motion_distances`)."""
 
     ref_masks: np.ndarray
     pred_masks: list[np.ndarray]
@@ -139,6 +140,7 @@ class Tracked:
     tracked: list[bool]
     seen: list[bool | None] | None = None
     similarity: list[float] | None = None
+    distances: list[float] | None = None
 
 
 def object_permanence(t: Tracked) -> list[float]:
@@ -157,9 +159,10 @@ def center(mask: np.ndarray) -> tuple[float, float] | None:
     return (float(xs.mean()), float(ys.mean())) if len(xs) else None
 
 
-def motion_continuity(refs: Sequence[np.ndarray], preds: Sequence[np.ndarray], start: int) -> list[float]:
-    """``exp(-|centre(ref) - centre(pred)| / sqrt(mean reference area))`` per frame from ``start``; the mean
-    area is over every frame from ``start`` (empty ones count as 0); NaN where either mask is empty."""
+def motion_distances(refs: Sequence[np.ndarray], preds: Sequence[np.ndarray], start: int) -> list[float]:
+    """``d = |centre(ref) - centre(pred)| / sqrt(mean reference area)`` per frame from ``start`` (pixels over
+    pixels: unitless); the mean area is over every frame from ``start`` (empty ones count as 0); NaN where
+    either mask is empty, and before ``start``."""
     n = len(refs)
     areas = [float(np.count_nonzero(refs[i])) for i in range(start, n)]
     mean_area = float(np.mean(areas)) if areas else math.nan
@@ -169,8 +172,21 @@ def motion_continuity(refs: Sequence[np.ndarray], preds: Sequence[np.ndarray], s
         a, b = center(refs[i]), center(preds[i])
         if a is None or b is None or math.isnan(scale):
             continue
-        out[i] = math.exp(-math.hypot(a[0] - b[0], a[1] - b[1]) / scale)
+        out[i] = math.hypot(a[0] - b[0], a[1] - b[1]) / scale
     return out
+
+
+def motion_continuity(distances: Sequence[float]) -> list[float]:
+    """``exp(-d)`` per frame of :func:`motion_distances` (NaN stays NaN): the public toolkit's frame score."""
+    return [math.exp(-d) for d in distances]
+
+
+def published_continuity(distances: Sequence[float], frames: np.ndarray, start: int) -> float | None:
+    """The published leaderboard's motion continuity of one case and split: ``exp(-mean d)`` over the
+    selected ``frames`` from ``start`` that have a distance (None when none has). ``exp(-d)`` is convex, so by
+    Jensen's inequality this is never above the mean of the frame scores, the public toolkit 0.1.7's value."""
+    mean = split_mean(distances, frames, start)
+    return None if mean is None else math.exp(-mean)
 
 
 def split_mean(values: Sequence[float], frames: np.ndarray, start: int) -> float | None:
@@ -264,7 +280,7 @@ def _permanence(t: Tracked, p: dict) -> list[float]:
 
 
 def _motion(t: Tracked, p: dict) -> list[float]:
-    return motion_continuity(t.ref_masks, t.pred_masks, t.start)
+    return motion_continuity(t.distances)
 
 
 def _appearance(t: Tracked, p: dict) -> list[float]:
