@@ -105,7 +105,7 @@ def test_the_sign_flip_test_is_exact_on_small_inputs():
     a = rng.normal(0.5, 1.0, 12)
     b = a - rng.normal(0.4, 0.6, 12)
     ua, ub, expr = _paired_units(a, b)
-    ours = st.paired(ua, ub, expr, 2000, 0, 5)
+    ours = st.paired(ua, ub, {"m": expr}, 2000, 0, 5)["m"]
     theirs = scipy.stats.permutation_test(
         (a, b), lambda x, y: np.mean(x) - np.mean(y), permutation_type="samples", n_resamples=np.inf
     )
@@ -122,7 +122,7 @@ def test_the_sign_flip_test_and_paired_bootstrap_agree_with_scipy_on_larger_inpu
     a = rng.normal(0.0, 1.0, 60)
     b = a - rng.normal(0.25, 1.0, 60)
     ua, ub, expr = _paired_units(a, b)
-    ours = st.paired(ua, ub, expr, 20_000, 20_000, 11)
+    ours = st.paired(ua, ub, {"m": expr}, 20_000, 20_000, 11)["m"]
     theirs = scipy.stats.permutation_test(
         (a, b), lambda x, y: np.mean(x) - np.mean(y), permutation_type="samples", n_resamples=20_000, random_state=2
     )
@@ -146,9 +146,9 @@ def test_a_paired_ratio_swaps_whole_units():
     mg, dr = rng.normal(0.3, 0.5, 15), rng.gamma(2.0, 0.5, 15)
     ua, expr = nmr_units(mg, dr)
     ub, _ = nmr_units(mg - 0.5, dr)
-    same = st.paired(ua, ua, expr, 500, 0, 1)
+    same = st.paired(ua, ua, {"r": expr}, 500, 0, 1)["r"]
     assert same.difference == 0.0 and same.p == 1.0 and same.exact
-    better = st.paired(ua, ub, expr, 1000, 0, 1)
+    better = st.paired(ua, ub, {"r": expr}, 1000, 0, 1)["r"]
     assert better.difference == pytest.approx(0.5 / (dr.mean() + 1e-8), rel=1e-12) and better.p < 0.01
     assert better.low > 0
 

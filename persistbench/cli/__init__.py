@@ -26,6 +26,7 @@ COMMANDS: Registry[click.Command] = Registry(  # the core's commands
         "verify": "persistbench.cli.verify:verify",
         "fetch": "persistbench.cli.fetch:fetch",
         "report": "persistbench.cli.report:report",
+        "compare": "persistbench.cli.compare:compare",
         "demo": "persistbench.cli.demo:demo",
         "doctor": "persistbench.cli.doctor:doctor",
         "arena": "persistbench.cli.arena:arena",

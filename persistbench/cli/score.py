@@ -63,6 +63,13 @@ from persistbench.core.options import Size
 @click.option(
     "--allow-partial", is_flag=True, help="Score the predicted cases even if some are missing (stated in every output)."
 )
+@click.option(
+    "--bootstrap",
+    type=click.IntRange(0, 100_000),
+    default=1000,
+    show_default=True,
+    help="Resamples of each summary number's 95% interval (0: no intervals).",
+)
 @AGGREGATE_ONLY
 @NO_PROGRESS
 @click.pass_context
@@ -81,6 +88,7 @@ def score(
     shard,
     resume,
     allow_partial,
+    bootstrap,
     aggregate_only,
     no_progress,
 ) -> None:
@@ -124,6 +132,7 @@ def score(
         suite=suite,
         suite_options=suite_options(ctx, suite, "score", suite_option),
         backends=backends,
+        bootstrap=bootstrap,
     )
     with executor.build() as ex:
         result = run_score(

@@ -33,6 +33,7 @@ from persistbench.metrics.registry import METRICS
 if TYPE_CHECKING:
     from persistbench.core.case import CaseRef, Prediction, ScoreContext
     from persistbench.core.markup import Markup
+    from persistbench.core.stats import Estimands
 
 S = TypeVar("S")  # the suite a scorer scores
 
@@ -98,6 +99,11 @@ class Scorer(ABC, Generic[S]):
     @abstractmethod
     def tables(self, summary: dict) -> tuple[list[str], dict[str, str]]:
         """``(summary.md table lines, leaderboard.csv columns)`` of a summary."""
+
+    def estimands(self, results: list[dict], summary: dict) -> Estimands | None:
+        """The summary's numbers as expressions over the units a bootstrap resamples (:mod:`persistbench.core.stats`),
+        named by their ``leaderboard.csv`` columns, for their intervals; None: this scorer's numbers have none."""
+        return None
 
     def write_files(self, summary: dict, results: list[dict], scores_dir: Path) -> None:
         """Files of the scorer's own beside the aggregates of a scoring (R2M-Bench: upstream's result layout);

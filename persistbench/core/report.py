@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from persistbench.core import stats as st
 from persistbench.core.errors import PersistbenchError, UsageError
 from persistbench.core.figures import run_colour, table
 from persistbench.core.layout import RunLayout
@@ -96,7 +97,7 @@ def name_runs(runs: list[dict]) -> list[dict]:
     return runs
 
 
-def _scorer_of(runs: list[dict]):
+def scorer_of(runs: list[dict]):
     """``(suite class, scorer)`` that wrote the runs' summaries, from their headers; one pair for all."""
     from persistbench.core.suites import SUITES
 
@@ -272,6 +273,89 @@ def comparability_warnings(runs: list[dict]) -> list[str]:
     return out
 
 
+def _cell(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.4g}"
+
+
+def confidence_sections(runs: list[dict], scorer) -> list[Markup]:
+    """Each run's headline numbers with their 95 % intervals and the cases they stand on; for comparable runs,
+    ranks with their intervals and which run is better than which with confidence (:mod:`.compare`)."""
+    from persistbench.core.compare import compare
+
+    estimands = [scorer.estimands((r["results"] or {}).get("cases") or [], r["summary"]) for r in runs]
+    if any(e is None or not e.units.keys for e in estimands):
+        return []
+    head = estimands[0].headline
+    parts: list[Markup] = [
+        tag("h2", "How sure"),
+        tag(
+            "p",
+            f"95% intervals: percentile bootstrap over each run's {estimands[0].unit}"
+            + (f" (within each {estimands[0].strata})" if estimands[0].strata else "")
+            + ". Runs whose rank intervals overlap are not ordered; 'better' needs the paired permutation test "
+            "(Holm-adjusted over the pairs) below 0.05 on the cases both runs have.",
+            class_="note",
+        ),
+    ]
+    prints = {r["summary"].get("cases_behind", {}).get("fingerprint") for r in runs}
+    if len(prints) > 1:
+        parts.append(
+            tag(
+                "p",
+                "The runs stand on different cases: "
+                + ", ".join(f"{r['name']}: {len(e.units.keys)} {e.unit}" for r, e in zip(runs, estimands))
+                + "; ranks and comparisons below use the cases they share.",
+                class_="warning",
+            )
+        )
+    result = None
+    if len(runs) > 1:
+        try:
+            result = compare(runs, estimands, resamples=1000, permutations=2000)
+        except PersistbenchError as e:
+            parts.append(tag("p", f"{e}; no ranks or comparisons.", class_="warning"))
+    rows = []
+    for r, e in zip(runs, estimands):
+        iv = (r["summary"].get("intervals") or {}).get("values") or {}
+        for number in head:
+            if number not in e.exprs:
+                continue
+            low, high = iv.get(number, (None, None))
+            ranks = ((result.numbers.get(number) or {}).get("ranks") or {}) if result else {}
+            rank = ranks.get(r["name"])
+            rows.append(
+                [
+                    r["name"],
+                    number,
+                    _cell(st.point(e.units, e.exprs[number])),
+                    f"[{_cell(low)}, {_cell(high)}]",
+                    str(len(e.units.keys)),
+                    "" if rank is None else f"{rank[0]} ({rank[1]}-{rank[2]})",
+                ]
+            )
+    parts.append(table("intervals", ["run", "number", "value", "95% interval", e.unit, "rank (95%)"], rows))
+    if result is not None:
+        first = next((n for n in head if n in result.numbers), None)
+        if first is not None:
+            names = result.runs
+            better = {(p["a"], p["b"]): p["better"] for p in result.numbers[first]["pairs"]}
+            grid = []
+            for a in names:
+                cells = [a]
+                for b in names:
+                    won = better.get((a, b)) or better.get((b, a))
+                    cells.append("" if a == b else "better" if won == a else "worse" if won == b else "-")
+                grid.append(cells)
+            parts += [
+                tag("h3", f"Better than, with confidence: {first}"),
+                tag(
+                    "p", f"Row against column, on the {len(result.common)} {result.unit} all runs have.", class_="note"
+                ),
+                table("better-than", ["run", *names], grid, sortable=False),
+            ]
+    return parts
+
+
 def build_report(
     run_dirs: list[str | Path],
     out: str | Path,
@@ -291,7 +375,7 @@ def build_report(
     if not run_dirs:
         raise PersistbenchError("report: give at least one run directory")
     runs = load_runs(run_dirs, protocol, sheets)
-    suite, scorer = _scorer_of(runs)
+    suite, scorer = scorer_of(runs)
     used = runs[0]["summary"].get("protocol")
     try:
         bar = tqdm(total=scorer.report_steps(runs), desc="report", unit="figure", disable=not progress)
@@ -312,6 +396,7 @@ def build_report(
     ]
     parts += [tag("p", w, class_="warning") for w in comparability_warnings(runs)]
     parts += board
+    parts += confidence_sections(runs, scorer)
     if arena is not None:
         from persistbench.arena.report import sections as arena_sections
 

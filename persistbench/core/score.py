@@ -20,6 +20,7 @@ from persistbench import __version__
 from persistbench.backends import BackendOptions, BackendUnavailable, check_backend, load
 from persistbench.core.case import CaseRef, ScoreContext
 from persistbench.core.errors import PersistbenchError, UsageError
+from persistbench.core.intervals import DEFAULT_RESAMPLES, cases_block, csv_columns, md_lines, summary_blocks
 from persistbench.core.layout import RunLayout
 from persistbench.core.options import recorded
 from persistbench.core.outputs import RUN, check_output, recognise
@@ -44,6 +45,7 @@ class ScoreOptions:
     suite_options: dict = field(default_factory=dict, hash=False)  # e.g. R2M's {"pairs": FILE}
     allow_partial: bool = False  # set by score(): the suite may summarise a partial run
     backends: BackendOptions = field(default_factory=BackendOptions)  # how the metrics' backends are loaded
+    bootstrap: int = DEFAULT_RESAMPLES  # resamples of each summary number's interval; 0: none
 
     def open_suite(self) -> Suite:
         return open_suite(self.dataset, self.suite, self.suite_options)
@@ -314,7 +316,9 @@ def score(
         return result
     results = [read_json(run.case_scores(protocol.dirname, c.subset, c.case_id)) for c in cov.present]
     header = ScoresHeader.of(run, run_info, suite, protocol, fingerprint, results, cov)
-    result.value = write_aggregates(run, suite, protocol, header, results, _context(opts, ()))
+    cases = [suite.key(c) for c in cov.present]
+    ctx = _context(opts, ())
+    result.value = write_aggregates(run, suite, protocol, header, results, ctx, cases, opts.bootstrap)
     if not aggregate_only and rescored:  # said, so that a second score without --resume is no surprise
         result.value["rescored"] = rescored
     never = {m: header.unavailable[m] for m in asked or () if m in never_computed(results)}
@@ -383,9 +387,17 @@ class ScoresHeader:
 
 
 def write_aggregates(
-    run: RunLayout, suite: Suite, protocol: Protocol, header: ScoresHeader, results: list[dict], ctx: ScoreContext
+    run: RunLayout,
+    suite: Suite,
+    protocol: Protocol,
+    header: ScoresHeader,
+    results: list[dict],
+    ctx: ScoreContext,
+    keys: list[str],
+    resamples: int = DEFAULT_RESAMPLES,
 ) -> dict:
-    """``results.json``, ``summary.json``, ``leaderboard.csv`` and ``summary.md`` from the per-case results.
+    """``results.json``, ``summary.json``, ``leaderboard.csv`` and ``summary.md`` from the per-case results
+    (of the cases ``keys``), each number with its interval over ``resamples`` resamples (:mod:`.intervals`).
 
     A scorer's ``summarise`` may name reasons its numbers are partial beyond the cases' coverage
     (``partial_reasons`` in its header fields: R2M-Bench's Overall over some families); ``partial`` is then
@@ -395,6 +407,9 @@ def write_aggregates(
     head = {**header.to_json(), **extra}
     head["partial"] = header.partial or bool(reasons)
     summary = {**head, **body}
+    summary["cases_behind"] = cases_block(keys)
+    estimands = protocol.scorer.estimands(results, summary) if results else None
+    summary |= summary_blocks(estimands, protocol.sha256, resamples)
     write_json(run.results_json(protocol.dirname), {**head, "cases": results})
     write_json(run.summary_json(protocol.dirname), summary)
     table, columns = protocol.scorer.tables(summary)
@@ -410,6 +425,7 @@ def write_aggregates(
         "toolkit_version": header.toolkit_version,
         **({"mask_source": " ".join(source) if isinstance(source, list) else source} if source else {}),
         **columns,
+        **csv_columns(summary),
     }
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=list(row), lineterminator="\n")
@@ -433,6 +449,6 @@ def write_aggregates(
         lines.append(f"**partial: {why}.**\n")
     for m, why in header.unavailable.items():
         lines.append(f"**{m} unavailable: {why}**\n")
-    write_text(run.summary_md(protocol.dirname), "\n".join(lines + table) + "\n")
+    write_text(run.summary_md(protocol.dirname), "\n".join(lines + table + md_lines(summary)) + "\n")
     protocol.scorer.write_files(summary, results, run.scores_dir(protocol.dirname))
     return summary

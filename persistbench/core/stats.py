@@ -49,6 +49,20 @@ class Units:
         return fingerprint(self.keys)
 
 
+@dataclass(frozen=True)
+class Estimands:
+    """A summary's numbers as expressions over its units: ``exprs`` name -> expression (a name is the
+    number's ``leaderboard.csv`` column); ``unit`` says what a unit is (``cases``, ``videos``, ``samples``),
+    ``strata`` what keeps its size in a resample (None: nothing); ``headline`` the numbers that rank and
+    compare runs, each with whether higher is better."""
+
+    units: Units
+    exprs: dict[str, object]
+    unit: str
+    strata: str | None
+    headline: dict[str, bool]
+
+
 def fingerprint(keys: Sequence[str]) -> str:
     return hashlib.sha256("".join(f"{k}\n" for k in sorted(keys)).encode()).hexdigest()
 
@@ -155,7 +169,7 @@ class Scaled:
 def seed_of(*parts: str) -> int:
     """A resampling seed from strings (the protocol's sha256, the units' fingerprint): the same inputs give
     the same resamples whatever the workers, shards or restarts."""
-    return int.from_bytes(hashlib.sha256("\0".join(parts).encode()).digest()[:8], "little")
+    return int.from_bytes(hashlib.sha256("\0".join(parts).encode()).digest()[:6], "little")  # exact in JSON readers
 
 
 def resample_weights(strata: Sequence[str], resamples: int, seed: int) -> np.ndarray:
@@ -221,12 +235,13 @@ def detectable(se: float | None, power_z: float = Z_80, alpha_z: float = Z_975) 
 
 @dataclass(frozen=True)
 class Paired:
-    """A and B on the same units: the difference A - B, its paired-bootstrap interval, the two-sided
-    paired permutation p-value (exact: every swap enumerated), and the effect size (the difference over
-    the standard deviation of a unit's difference: Cohen's d_z for a mean)."""
+    """A and B on the same units: each one's value, the difference A - B, its paired-bootstrap interval, the
+    two-sided paired permutation p-value (``exact``: every swap enumerated), and the effect size (the
+    difference over the standard deviation of a unit's difference, the bootstrap's standard error times
+    sqrt(units): Cohen's d_z for a mean; None when the differences do not vary)."""
 
-    a: float | None
-    b: float | None
+    value_a: float | None
+    value_b: float | None
     difference: float | None
     low: float | None
     high: float | None
@@ -256,34 +271,44 @@ def _flips(n: int, permutations: int, rng: np.random.Generator) -> tuple[np.ndar
     return rng.integers(0, 2, size=(permutations, n)).astype(float), False
 
 
-def paired(a: Units, b: Units, expr, resamples: int, permutations: int, seed: int, chunk: int = 1 << 15) -> Paired:
-    """Compare ``expr`` on runs A and B over the same units (same keys, in the same order)."""
-    if a.keys != b.keys:
+def paired(
+    a: Units, b: Units, exprs: dict[str, object], resamples: int, permutations: int, seed: int, chunk: int = 1 << 14
+) -> dict[str, Paired]:
+    """Compare each of ``exprs`` on runs A and B over the same units (same keys and columns, in the same
+    order): the same resamples and swaps serve every expression."""
+    if a.keys != b.keys or a.columns != b.columns:
         raise ValueError("paired: the runs' units differ")
     n = len(a.keys)
     ones = np.ones((1, n))
-    va, vb = float(expr(Sums(a, ones))[0]), float(expr(Sums(b, ones))[0])
-    observed = va - vb
-    if math.isnan(observed):
-        return Paired(_num(va), _num(vb), None, None, None, None, False, None, n)
+    pa, pb = Sums(a, ones), Sums(b, ones)
+    observed = {name: (float(e(pa)[0]), float(e(pb)[0])) for name, e in exprs.items()}
+    live = {name: e for name, e in exprs.items() if not math.isnan(observed[name][0] - observed[name][1])}
     w = resample_weights(a.strata, resamples, seed)
-    diffs = expr(Sums(a, w)) - expr(Sums(b, w))
-    interval = percentile_interval(diffs)
-    rng = np.random.default_rng(seed + 1)
-    flips, exact = _flips(n, permutations, rng)
-    extreme, total = 0, 0
+    wa, wb = Sums(a, w), Sums(b, w)
+    intervals = {name: percentile_interval(e(wa) - e(wb)) for name, e in live.items()}
+    flips, exact = _flips(n, permutations, np.random.default_rng(seed + 1))
+    extreme = dict.fromkeys(live, 0)
+    total = dict.fromkeys(live, 0)
     for start in range(0, len(flips), chunk):
-        part = flips[start : start + chunk]
-        sa, sb = _swap_sums(a, b, part)
-        stat = expr(sa) - expr(sb)
-        stat = stat[~np.isnan(stat)]
-        # a swapped statistic as far from 0 as the observed one, up to rounding of sums in another order
-        extreme += int(np.count_nonzero(np.abs(stat) >= abs(observed) * (1 - 1e-12)))
-        total += len(stat)
-    p = extreme / total if exact else (extreme + 1) / (total + 1)
-    spread = interval.se * math.sqrt(n) if interval.se else None
-    effect = observed / spread if spread else None
-    return Paired(va, vb, observed, interval.low, interval.high, min(1.0, p), exact, effect, n)
+        sa, sb = _swap_sums(a, b, flips[start : start + chunk])
+        for name, e in live.items():
+            stat = e(sa) - e(sb)
+            stat = stat[~np.isnan(stat)]
+            far = abs(observed[name][0] - observed[name][1]) * (1 - 1e-12)  # equal up to summation order
+            extreme[name] += int(np.count_nonzero(np.abs(stat) >= far))
+            total[name] += len(stat)
+    out = {}
+    for name in exprs:
+        va, vb = observed[name]
+        if name not in live:
+            out[name] = Paired(_num(va), _num(vb), None, None, None, None, False, None, n)
+            continue
+        iv, diff = intervals[name], va - vb
+        p = extreme[name] / total[name] if exact else (extreme[name] + 1) / (total[name] + 1)
+        spread = (iv.se or 0.0) * math.sqrt(n)
+        effect = diff / spread if spread > 1e-9 * max(1.0, abs(diff)) else None  # None: the units do not vary
+        out[name] = Paired(va, vb, diff, iv.low, iv.high, min(1.0, p), exact, effect, n)
+    return out
 
 
 def _num(v: float) -> float | None:

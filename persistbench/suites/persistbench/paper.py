@@ -45,6 +45,7 @@ from persistbench.backends.judge import (
     prompt_template,
     tally,
 )
+from persistbench.core import stats as st
 from persistbench.core.case import CaseRef, Prediction, ScoreContext
 from persistbench.core.errors import PersistbenchError
 from persistbench.core.protocol import Protocol, Scorer
@@ -61,7 +62,7 @@ from persistbench.suites.persistbench import tracked as pm
 from persistbench.suites.persistbench.dataset import Case
 from persistbench.suites.persistbench.layout import SPLITS, public_result
 from persistbench.suites.persistbench.predictions import FramePrediction
-from persistbench.suites.persistbench.scoring import frame_lines, frame_rule, read_all
+from persistbench.suites.persistbench.scoring import frame_lines, frame_rule, read_all, split_mean, split_units
 
 if TYPE_CHECKING:
     from persistbench.suites.persistbench.suite import PersistBench
@@ -465,7 +466,7 @@ def summarise(results: list[dict]) -> dict:
 
     groups = {"static": [], "dynamic": [], "unknown": []}
     for r in results:
-        groups[{1: "static", 0: "dynamic"}.get(r.get("use_stationary"), "unknown")].append(r)
+        groups[GROUP_OF.get(r.get("use_stationary"), "unknown")].append(r)
     overall = block(results)
     failed = [r["judge"] for r in results if r["judge"].get("failed")]
     judged = merge_tallies(
@@ -486,6 +487,45 @@ def summarise(results: list[dict]) -> dict:
         ),
         "backends": merged_provenance(results),
     }
+
+
+GROUP_OF = {1: "static", 0: "dynamic"}  # use_stationary -> group (anything else: unknown)
+
+
+def estimands(results: list[dict]) -> st.Estimands:
+    """``paper-v3``'s numbers: each split's metric means overall and per group, and the published block's
+    scores (x 100, unrounded), memory, visible average and gap; strata: the groups."""
+
+    def group(r: dict) -> str:
+        return GROUP_OF.get(r.get("use_stationary"), "unknown")
+
+    units = split_units(results, "means", group)
+    published = split_units(results, "published", group)
+    units = st.Units(
+        units.keys,
+        units.strata,
+        units.columns + tuple(f"published:{c}" for c in published.columns),
+        np.concatenate([units.values, published.values], axis=1),
+    )
+    exprs: dict[str, object] = {}
+    for name in ("overall", "static", "dynamic", "unknown"):
+        strata = None if name == "overall" else (name,)
+        for m in PAPER_METRICS:
+            for split in SPLITS:
+                exprs[f"{name}/{m}_{split}"] = split_mean(split, m, strata)
+        scores = {
+            column: st.Scaled(100.0, split_mean(split, m, strata, "published:")) for column, m, split in board.SCORES
+        }
+        exprs |= {f"published/{name}/{c}": e for c, e in scores.items()}
+        memory = st.MeanOf(tuple(e for (c, _, split), e in zip(board.SCORES, scores.values()) if split == "invisible"))
+        average = st.MeanOf(tuple(e for (c, _, split), e in zip(board.SCORES, scores.values()) if split == "visible"))
+        exprs |= {
+            f"published/{name}/memory": memory,
+            f"published/{name}/visible_average": average,
+            f"published/{name}/gap": st.Difference(average, memory),
+        }
+    headline = {"published/overall/memory": True} | {f"overall/{m}_invisible": True for m in PAPER_METRICS}
+    return st.Estimands(units, exprs, "cases", "group", headline)
 
 
 def tables(summary: dict) -> tuple[list[str], dict[str, str]]:
@@ -685,6 +725,9 @@ class PaperScorer(Scorer["PersistBench"]):
 
     def tables(self, summary: dict) -> tuple[list[str], dict[str, str]]:
         return tables(summary)
+
+    def estimands(self, results: list[dict], summary: dict) -> st.Estimands:
+        return estimands(results)
 
     report_sections = staticmethod(report.paper_sections)
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from persistbench.backends import BackendOptions
+from persistbench.core import stats as st
 from persistbench.core.case import CaseRef, Prediction, ScoreContext
 from persistbench.core.errors import PersistbenchError
 from persistbench.core.protocol import Protocol, Scorer
@@ -310,6 +311,42 @@ def tables(summary: dict) -> tuple[list[str], dict[str, str]]:
     return lines, row
 
 
+def split_units(results: list[dict], field: str, stratum) -> st.Units:
+    """One unit per case (``<subset>.<uid>``, stratum ``stratum(record)``): per split and metric, the case's
+    value of ``record[field][split][metric]`` and whether it has one (columns ``split/metric`` and
+    ``split/metric#n``)."""
+    metrics = order({m for r in results for split in SPLITS for m in (r.get(field) or {}).get(split, {})})
+    columns = [f"{split}/{m}{suffix}" for split in SPLITS for m in metrics for suffix in ("", "#n")]
+    values = np.zeros((len(results), len(columns)))
+    for i, r in enumerate(results):
+        for j, (split, m) in enumerate((split, m) for split in SPLITS for m in metrics):
+            v = ((r.get(field) or {}).get(split) or {}).get(m)
+            if v is not None:
+                values[i, 2 * j : 2 * j + 2] = (v, 1.0)
+    keys = tuple(f"{r['subset']}.{r['uid']}" for r in results)
+    return st.Units(keys, tuple(stratum(r) for r in results), tuple(columns), values)
+
+
+def split_mean(split: str, metric: str, strata: tuple[str, ...] | None, prefix: str = "") -> st.Mean:
+    """The mean over the cases of ``strata`` (None: all) that have one of ``split``/``metric`` (:func:`split_units`)."""
+    return st.Mean(f"{prefix}{split}/{metric}", f"{prefix}{split}/{metric}#n", strata)
+
+
+def estimands(results: list[dict]) -> st.Estimands:
+    """``classic-v1``'s numbers: per subset and over all cases, each split's metric means and their gap."""
+    units = split_units(results, "means", lambda r: r["subset"])
+    metrics = order({c.split("/")[1].removesuffix("#n") for c in units.columns})
+    exprs: dict[str, object] = {}
+    for subset in [*sorted(set(units.strata)), "all"]:
+        strata = None if subset == "all" else (subset,)
+        for m in metrics:
+            vis, inv = split_mean("visible", m, strata), split_mean("invisible", m, strata)
+            exprs |= {f"{subset}/visible/{m}": vis, f"{subset}/invisible/{m}": inv}
+            exprs[f"{subset}/gap/{m}"] = st.Difference(vis, inv)
+    headline = {f"all/invisible/{m}": METRICS[m].higher_is_better for m in metrics}
+    return st.Estimands(units, exprs, "cases", "subset", headline)
+
+
 class ClassicScorer(Scorer["PersistBench"]):
     """``classic-v1``: each frame metric inside the ground truth's mask, on visible and off-screen frames."""
 
@@ -339,6 +376,9 @@ class ClassicScorer(Scorer["PersistBench"]):
 
     def tables(self, summary: dict) -> tuple[list[str], dict[str, str]]:
         return tables(summary)
+
+    def estimands(self, results: list[dict], summary: dict) -> st.Estimands:
+        return estimands(results)
 
     report_steps = staticmethod(report.steps)
     report_sections = staticmethod(report.sections)

@@ -20,6 +20,7 @@ import numpy as np
 
 from persistbench.backends import BackendUnavailable, check_backend, merged_provenance, provenance
 from persistbench.backends.judge import failure_line, merge_tallies, tally
+from persistbench.core import stats as st
 from persistbench.core.case import CaseRef, Prediction, ScoreContext
 from persistbench.core.errors import PersistbenchError
 from persistbench.core.layout import RunLayout
@@ -527,6 +528,44 @@ def tables(summary: dict) -> tuple[list[str], dict[str, str]]:
     return lines, row
 
 
+def estimands(results: list[dict], summary: dict, epsilon: float) -> st.Estimands:
+    """R2M-Bench's numbers: NMR per trajectory and metric (mean memory gain over mean dynamic range of the
+    valid videos), per metric (the mean over trajectories), per family and Overall (means of means), each
+    only where the summary has it. A unit is a video id with all its trajectories' videos and their pairs."""
+    trajectories = list(summary["trajectories"])
+    metrics = list(summary["metrics"])
+    cells = [(t, m) for t in trajectories for m in metrics]
+    columns = [f"{t}/{m}/{part}" for t, m in cells for part in ("mg", "dr", "n")]
+    keys = sorted({r["uid"] for r in results})
+    at = {k: i for i, k in enumerate(keys)}
+    values = np.zeros((len(keys), len(columns)))
+    col = {c: j for j, c in enumerate(columns)}
+    for r in results:
+        for m, rel in r["relative"].items():
+            if rel.get("valid") and f"{r['subset']}/{m}/n" in col:
+                j = col[f"{r['subset']}/{m}/mg"]
+                values[at[r["uid"]], j : j + 3] += (rel["memory_gain"], rel["dynamic_range"], 1.0)
+    units = st.Units(tuple(keys), ("all",) * len(keys), tuple(columns), values)
+    exprs: dict[str, object] = {}
+    per_metric: dict[str, object] = {}
+    for m in metrics:
+        ratios = {t: st.Ratio(f"{t}/{m}/mg", f"{t}/{m}/dr", f"{t}/{m}/n", epsilon) for t in trajectories}
+        exprs |= {f"{t}/{m}": e for t, e in ratios.items() if summary["trajectories"][t][m]["nmr"] is not None}
+        per_metric[m] = st.MeanOf(tuple(ratios.values()))
+        if summary["metrics"][m]["nmr"] is not None:
+            exprs[f"metric/{m}"] = per_metric[m]
+    per_family = {}
+    for fam, block in summary["families"].items():
+        per_family[fam] = st.MeanOf(tuple(per_metric[m] for m in block["metrics"] if m in per_metric))
+        if block["nmr"] is not None:
+            exprs[f"family/{fam}"] = per_family[fam]
+    if summary["overall"] is not None:
+        exprs["overall"] = st.MeanOf(
+            tuple(per_family[f] for f, b in summary["families"].items() if b["nmr"] is not None)
+        )
+    return st.Estimands(units, exprs, "videos", None, {"overall": True} | {f"family/{f}": True for f in per_family})
+
+
 class NmrScorer(Scorer["R2MBench"]):
     """Per video: each metric on its revisit and motion pairs, relative to its own distribution; per run: NMR."""
 
@@ -573,10 +612,15 @@ class NmrScorer(Scorer["R2MBench"]):
         body = summarise(
             results, suite.checkout.trajectories, protocol.config["epsilon"], ctx.allow_partial, protocol.metrics
         )
-        return {"partial_reasons": body.overall_partial, **suite.reference_of(results)}, body.to_json()
+        extra = {"partial_reasons": body.overall_partial, "epsilon": protocol.config["epsilon"]}
+        return extra | suite.reference_of(results), body.to_json()
 
     def tables(self, summary: dict) -> tuple[list[str], dict[str, str]]:
         return tables(summary)
+
+    def estimands(self, results: list[dict], summary: dict) -> st.Estimands | None:
+        epsilon = summary.get("epsilon")  # None in summaries of upstream's result files: no intervals there
+        return None if epsilon is None else estimands(results, summary, epsilon)
 
     def write_files(self, summary: dict, results: list[dict], scores_dir: Path) -> None:
         """Upstream's result layout under ``scores_dir/upstream/`` (:mod:`persistbench.suites.r2m.upstream_results`),

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from persistbench.core import stats as st
 from persistbench.core.case import CaseRef, Prediction, ScoreContext
 from persistbench.core.protocol import Protocol, Scorer
 from persistbench.core.records import CaseScores, keep_unavailable
@@ -334,6 +335,35 @@ def tables(summary: dict) -> tuple[list[str], dict[str, str]]:
     return lines, row
 
 
+def estimands(results: list[dict], summary: dict) -> st.Estimands:
+    """WROP's numbers: each category's, dimension's and Overall's model value and gain over hold per region and
+    metric, a mean over their tasks of the task means over samples (equal weight per task); strata: tasks."""
+    metrics = list(summary["overall"]["full"])
+    cells = [(reg, m, k) for reg in REGIONS for m in metrics for k in ("model", "gain")]
+    columns = tuple(f"{reg}/{m}/{k}{suffix}" for reg, m, k in cells for suffix in ("", "#n"))
+    values = np.zeros((len(results), len(columns)))
+    for i, r in enumerate(results):
+        for j, (reg, m, k) in enumerate(cells):
+            v = r["means"][reg].get(m, {}).get(k)
+            if v is not None:
+                values[i, 2 * j : 2 * j + 2] = (v, 1.0)
+    units = st.Units(tuple(r["uid"] for r in results), tuple(r["task"] for r in results), columns, values)
+    live = {t: v for t, v in summary["tasks"].items() if not v["excluded"]}
+    tax = taxonomy()
+    levels = {
+        **{c: [t for t, v in live.items() if v["category"] == c] for c in summary["categories"]},
+        **{d: [t for t, v in live.items() if tax.dimension_of[v["category"]] == d] for d in summary["dimensions"]},
+        "overall": list(live),
+    }
+    exprs: dict[str, object] = {}
+    for key, tasks in levels.items():
+        for reg, m, k in cells:
+            per_task = tuple(st.Mean(f"{reg}/{m}/{k}", f"{reg}/{m}/{k}#n", (t,)) for t in tasks)
+            exprs[f"{key}/{reg}/{m}{'' if k == 'model' else '_gain'}"] = st.MeanOf(per_task)
+    headline = {f"overall/changed/{m}_gain": True for m in metrics}
+    return st.Estimands(units, exprs, "samples", "task", headline)
+
+
 class ContinuationScorer(Scorer["Wrop"]):
     """``wrop-cont-v1``. Per sample: each metric per scored target frame, full and in the changed region, and its
     gain over hold."""
@@ -359,6 +389,9 @@ class ContinuationScorer(Scorer["Wrop"]):
 
     def tables(self, summary: dict) -> tuple[list[str], dict[str, str]]:
         return tables(summary)
+
+    def estimands(self, results: list[dict], summary: dict) -> st.Estimands:
+        return estimands(results, summary)
 
     report_steps = staticmethod(report.steps)
     report_sections = staticmethod(report.sections)
