@@ -318,7 +318,8 @@ def confidence_sections(runs: list[dict], scorer) -> list[Markup]:
     for r, e in zip(runs, estimands):
         iv = (r["summary"].get("intervals") or {}).get("values") or {}
         for number in head:
-            if number not in e.exprs:
+            value = st.point(e.units, e.exprs[number]) if number in e.exprs else None
+            if value is None:
                 continue
             low, high = iv.get(number, (None, None))
             ranks = ((result.numbers.get(number) or {}).get("ranks") or {}) if result else {}
@@ -327,7 +328,7 @@ def confidence_sections(runs: list[dict], scorer) -> list[Markup]:
                 [
                     r["name"],
                     number,
-                    _cell(st.point(e.units, e.exprs[number])),
+                    _cell(value),
                     f"[{_cell(low)}, {_cell(high)}]",
                     str(len(e.units.keys)),
                     "" if rank is None else f"{rank[0]} ({rank[1]}-{rank[2]})",

@@ -90,7 +90,8 @@ SPLIT_STYLE = {"visible": {"alpha": 1.0}, "invisible": {"alpha": 0.45, "hatch": 
 
 
 def bar_figure(runs: list[dict], subset: str, metrics: list[str]):
-    """Per metric, each run's visible (solid) and invisible (hatched) mean, in the run's colour."""
+    """Per metric, each run's visible (solid) and invisible (hatched) mean, in the run's colour, with its 95 %
+    interval as an error bar where the summary has one."""
     plt = pyplot()
     from matplotlib.patches import Patch
 
@@ -99,6 +100,11 @@ def bar_figure(runs: list[dict], subset: str, metrics: list[str]):
     for ax, m in zip(axes[0], metrics):
         for k, split in enumerate(SPLITS):
             vals = [r["summary"]["subsets"].get(subset, {}).get(split, {}).get(m, {}).get("mean") for r in runs]
+            intervals = [
+                ((r["summary"].get("intervals") or {}).get("values") or {}).get(f"{subset}/{split}/{m}") for r in runs
+            ]
+            low = [v - iv[0] if v is not None and iv and iv[0] is not None else 0.0 for v, iv in zip(vals, intervals)]
+            high = [iv[1] - v if v is not None and iv and iv[1] is not None else 0.0 for v, iv in zip(vals, intervals)]
             ax.bar(
                 x + (k - 0.5) * 0.38,
                 [np.nan if v is None else v for v in vals],
@@ -107,6 +113,8 @@ def bar_figure(runs: list[dict], subset: str, metrics: list[str]):
                 edgecolor="#333",
                 lw=0.4,
                 label=split,
+                yerr=[low, high],
+                error_kw={"elinewidth": 0.8, "capsize": 2, "ecolor": "#222"},
                 **SPLIT_STYLE[split],
             )
         ax.set_title(m)
