@@ -30,7 +30,13 @@ import click
     show_default=True,
     help="Random swaps of the permutation test from 20 shared cases on (fewer: every swap, exact).",
 )
-def compare(runs, output, protocol, resamples, permutations) -> None:
+@click.option(
+    "--cases",
+    "cases_only",
+    is_flag=True,
+    help="Compare which cases two datasets (or the datasets of two runs) have, from their availability manifests.",
+)
+def compare(runs, output, protocol, resamples, permutations, cases_only) -> None:
     """Is run A better than run B? Paired comparisons on the cases every run scored.
 
     Per summary number and pair of runs: the difference, its paired-bootstrap 95% interval, the paired
@@ -42,6 +48,7 @@ def compare(runs, output, protocol, resamples, permutations) -> None:
     Examples:
       persistbench compare runs/hold runs/reproject
       persistbench compare runs/a runs/b runs/c --output comparison/
+      persistbench compare --cases reconstructed/ ../colleague/reconstructed/
     """
     from pathlib import Path
 
@@ -53,6 +60,9 @@ def compare(runs, output, protocol, resamples, permutations) -> None:
 
     if len(runs) < 2:
         raise UsageError("compare: name at least two runs")
+    if cases_only:
+        _compare_cases(runs)
+        return
     loaded = load_runs(list(runs), protocol)
     _, scorer = scorer_of(loaded)
     estimands = [scorer.estimands(r["results"]["cases"], r["summary"]) for r in loaded]
@@ -81,3 +91,31 @@ def compare(runs, output, protocol, resamples, permutations) -> None:
 
 def _fmt(v: float | None) -> str:
     return "n/a" if v is None else f"{v:.4g}"
+
+
+def _compare_cases(paths: tuple[str, ...]) -> None:
+    """How the datasets at ``paths`` (or those their runs were inferred on) differ in their available cases."""
+    from pathlib import Path
+
+    from persistbench.core.errors import PersistbenchError, UsageError
+    from persistbench.core.intervals import available_differences, available_line, available_summary
+    from persistbench.core.score import dataset_of
+    from persistbench.core.suites import detect, open_suite
+
+    if len(paths) != 2:
+        raise UsageError("compare --cases: name two datasets (or runs)")
+    manifests = []
+    for path in paths:
+        root = dataset_of(path) if (Path(path) / "run.json").is_file() else path
+        manifest = open_suite(root, detect(root), {}).availability()
+        if manifest is None:
+            raise PersistbenchError(
+                f"{root}: no availability manifest (a dataset built by persistbench download has one)"
+            )
+        manifests.append(manifest)
+        click.echo(f"{path}: {available_line(available_summary(manifest))}")
+    only_a, only_b = available_differences(*manifests)
+    for path, only in zip(paths, (only_a, only_b)):
+        click.echo(f"only in {path}: {len(only)}" + (": " + ", ".join(only) if only else ""))
+    if not only_a and not only_b:
+        click.echo("the same cases are available in both")

@@ -27,6 +27,11 @@ def verify(ctx: click.Context, root, suite, suite_option, no_progress) -> None:
     for line in problems:
         click.echo(line)
     report_skipped(opened.skipped())
+    manifest = opened.availability()
+    if manifest:
+        from persistbench.core.intervals import available_line, available_summary
+
+        click.echo(f"availability: {available_line(available_summary(manifest))}")
     if problems:
         raise click.ClickException(f"{len(problems)} problem(s) in {n} case(s) under {root}")
     click.echo(f"ok: {n} cases verified under {root}")

@@ -8,6 +8,7 @@ a summary is the same whatever the workers, shards or restarts that scored it.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 from persistbench.core import stats as st
@@ -48,6 +49,34 @@ def summary_blocks(est: st.Estimands | None, protocol_sha256: str, resamples: in
     }
 
 
+def available_summary(manifest: dict) -> dict:
+    """What a summary records of a dataset's availability manifest (:meth:`Suite.availability`): the counts,
+    the date, the built set's fingerprint and the missing cases by kind."""
+    missing = Counter(v.get("kind") or v["status"] for v in manifest["cases"].values() if v["status"] != "built")
+    return {
+        "built": manifest["built"],
+        "total": manifest["total"],
+        "date": manifest["date"],
+        "fingerprint": manifest["fingerprint"],
+        "missing": dict(sorted(missing.items())),
+    }
+
+
+def available_differences(a: dict, b: dict) -> tuple[list[str], list[str]]:
+    """The cases built in manifest ``a`` and not in ``b``, and the other way round, sorted."""
+    built_a = {k for k, v in a["cases"].items() if v["status"] == "built"}
+    built_b = {k for k, v in b["cases"].items() if v["status"] == "built"}
+    return sorted(built_a - built_b), sorted(built_b - built_a)
+
+
+def available_line(available: dict) -> str:
+    """``6 of 8 cases available (missing: private 1, removed 1; 2026-12-06)``."""
+    why = ", ".join(f"{k.replace('_', ' ')} {n}" for k, n in (available.get("missing") or {}).items())
+    return f"{available['built']} of {available['total']} cases available" + (
+        f" (missing: {why}; {available['date']})" if why else f" ({available['date']})"
+    )
+
+
 def _fmt(v: float | None) -> str:
     return "n/a" if v is None else f"{v:.4f}"
 
@@ -58,7 +87,7 @@ def md_lines(summary: dict) -> list[str]:
     lines = ["", f"Stands on {cases.get('count', 0)} cases (fingerprint {str(cases.get('fingerprint'))[:12]})."]
     available = cases.get("available")
     if available:
-        lines[-1] += f" {available['built']} of {available['total']} cases of the recipes are available."
+        lines[-1] += f" The dataset: {available_line(available)}."
     iv = summary.get("intervals")
     if not iv:
         return [*lines, "No intervals (--bootstrap 0)."]

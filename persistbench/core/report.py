@@ -15,6 +15,7 @@ from pathlib import Path
 from persistbench.core import stats as st
 from persistbench.core.errors import PersistbenchError, UsageError
 from persistbench.core.figures import run_colour, table
+from persistbench.core.intervals import available_line
 from persistbench.core.layout import RunLayout
 from persistbench.core.markup import Markup, join, page, tag
 from persistbench.executors import read_records
@@ -297,6 +298,10 @@ def confidence_sections(runs: list[dict], scorer) -> list[Markup]:
             class_="note",
         ),
     ]
+    for r in runs:
+        available = (r["summary"].get("cases_behind") or {}).get("available")
+        if available:
+            parts.append(tag("p", f"{r['name']}: its dataset has {available_line(available)}.", class_="note"))
     prints = {r["summary"].get("cases_behind", {}).get("fingerprint") for r in runs}
     if len(prints) > 1:
         parts.append(

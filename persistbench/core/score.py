@@ -20,7 +20,14 @@ from persistbench import __version__
 from persistbench.backends import BackendOptions, BackendUnavailable, check_backend, load
 from persistbench.core.case import CaseRef, ScoreContext
 from persistbench.core.errors import PersistbenchError, UsageError
-from persistbench.core.intervals import DEFAULT_RESAMPLES, cases_block, csv_columns, md_lines, summary_blocks
+from persistbench.core.intervals import (
+    DEFAULT_RESAMPLES,
+    available_summary,
+    cases_block,
+    csv_columns,
+    md_lines,
+    summary_blocks,
+)
 from persistbench.core.layout import RunLayout
 from persistbench.core.options import recorded
 from persistbench.core.outputs import RUN, check_output, recognise
@@ -407,7 +414,8 @@ def write_aggregates(
     head = {**header.to_json(), **extra}
     head["partial"] = header.partial or bool(reasons)
     summary = {**head, **body}
-    summary["cases_behind"] = cases_block(keys)
+    manifest = suite.availability()
+    summary["cases_behind"] = cases_block(keys, None if manifest is None else available_summary(manifest))
     estimands = protocol.scorer.estimands(results, summary) if results else None
     summary |= summary_blocks(estimands, protocol.sha256, resamples)
     write_json(run.results_json(protocol.dirname), {**head, "cases": results})

@@ -144,6 +144,12 @@ class Suite(ABC):
         """Whether the case's data is present (a recorded case whose folder is gone is not)."""
         return True
 
+    def availability(self) -> dict | None:
+        """Which cases of the benchmark this dataset has, where its sources can disappear (PersistBench): its
+        availability manifest (docs/data-format.md: ``total``, ``built``, ``date``, ``fingerprint``, ``cases``:
+        key -> ``{status, kind}``); None otherwise."""
+        return None
+
     # ---------------------------------------------------------------- getting the data
 
     @classmethod

@@ -29,6 +29,7 @@ VIEWS = ("view_0", "center")
 SPLITS = ("visible", "invisible")  # a case's frames as scores split them: the object in view, off-screen
 DB_NAME = "data.db"
 CASES_JSONL = "cases.jsonl"
+AVAILABILITY = "availability.json"  # which cases of the recipes were built, refused, not attempted
 RECIPES_PROVENANCE = "recipes_source.json"  # which recipes built the dataset (spec, revision, sha256)
 VIDEO_NAME = "video.mp4"
 CAMERA_NAME = "camera_params.npy"

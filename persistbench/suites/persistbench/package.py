@@ -135,6 +135,7 @@ def package(
         scores.suite.load_protocol(PROTOCOL).config,
         scores.preprocessing(),
         submission.canonical_sha256(scores.info or {}),
+        _available(scores.suite.availability()),
     )
     try:
         submission.validate(sub.run, sub.results, sub.summary, allow_subset)
@@ -142,6 +143,12 @@ def package(
         raise PersistbenchError(f"{where}: {e}") from None
     submission.write(sub, output)
     return sub
+
+
+def _available(manifest: dict | None) -> dict | None:
+    from persistbench.core.intervals import available_summary
+
+    return None if manifest is None else available_summary(manifest)
 
 
 def check(zip_path: Path, pred: Path, sample: int, seed: str | None, tolerance: float, backends, dataset=None):

@@ -159,6 +159,7 @@ def build(
     protocol_config: dict,
     preprocessing: dict,
     prediction_run_id: str,
+    availability: dict | None = None,
 ) -> Submission:
     """The submission of scored ``records`` (our ``paper-v3`` per-case records, complete).
 
@@ -166,7 +167,7 @@ def build(
     uid -> the dataset's ``fov``, ``obj_id``, ``overlap_mode``, ``window_ratio``, ``window_move_ratio``;
     ``header``: the run's ``paper-v3`` ``summary.json`` (dataset fingerprint, backends, protocol sha256);
     ``preprocessing``: ``{eval_length, eval_reso}`` of the run's inputs; ``prediction_run_id``: sha256 of the
-    run's ``run.json``.
+    run's ``run.json``; ``availability``: the dataset's cases available of the recipes (its manifest's summary).
     """
     if not NAME.fullmatch(name):
         raise PersistbenchError(
@@ -224,6 +225,7 @@ def build(
         },
         "judge": run["judge"],
         "dataset_fingerprint": header["dataset_fingerprint"],
+        "availability": availability,  # how many cases of the recipes the dataset has (None: not recorded)
         "evaluation_run_id": evaluation_id,
         "reports": {name: hashlib.sha256(data).hexdigest() for name, data in reports.items()},
         "cases": {

@@ -113,6 +113,11 @@ class PersistBench(Suite):
             for r in self.dataset.records()
         }
 
+    def availability(self) -> dict | None:
+        from persistbench.suites.persistbench.build import availability
+
+        return availability.read(self.root)
+
     def verify(self, progress: bool = False) -> tuple[list[str], int]:
         return verify_dataset(self.root, progress=progress)
 

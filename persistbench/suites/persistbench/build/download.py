@@ -20,6 +20,7 @@ from persistbench.executors import Executor, Job, Outcome, RunResult, Selection,
 from persistbench.io import hub, web
 from persistbench.io.files import atomic_path, check_writable, sha256_file, write_json
 from persistbench.io.names import confined
+from persistbench.suites.persistbench.build import availability
 from persistbench.suites.persistbench.build.recipes import MAX_FILE_BYTES, Recipe, load_recipes
 from persistbench.suites.persistbench.build.reconstruct import clip_frames, reconstruct_case
 from persistbench.suites.persistbench.build.sources import (
@@ -208,7 +209,14 @@ def download(source: RecipeSource, opts: DownloadOptions, executor: Executor | N
     )
     if not opts.download_only:
         rebuild_index(opts.output)
+        _availability(source, opts, state)
     return result
+
+
+def _availability(source: RecipeSource, opts: DownloadOptions, state: Path) -> None:
+    """``availability.json``: every case of the recipes file, built or why not (:mod:`.availability`)."""
+    everything = load_recipes(source.path, source.origin)
+    availability.write(opts.output, everything, set(complete_cases(opts.output)), state, sha256_file(source.path))
 
 
 def aggregate(source: RecipeSource, opts: DownloadOptions) -> RunResult:
@@ -217,6 +225,7 @@ def aggregate(source: RecipeSource, opts: DownloadOptions) -> RunResult:
     if not opts.output.is_dir():
         raise PersistbenchError(f"{opts.output}: no dataset here; run download (its shards) first")
     rebuild_index(opts.output)
+    _availability(source, opts, confined(opts.output, STATE_DIR))
     done = complete_cases(opts.output)
     return RunResult(
         "reconstruct",
