@@ -174,3 +174,21 @@ def served_recipes(tmp_path_factory):
     with FileServer(root) as server:
         generate(root / "http", config, base_url=f"{server.url}/http/sources")
         yield root / "http" / "recipes.jsonl", server
+
+
+@pytest.fixture(scope="session")
+def demo_dir(tmp_path_factory):
+    """The demo, run once for the whole test run (every xdist worker reads it; the tests change only copies)."""
+    pytest.importorskip("matplotlib", reason='the report extra: pip install -e ".[report]"')
+    from click.testing import CliRunner
+
+    from persistbench.cli import main
+
+    def build(root: Path) -> Path:
+        result = CliRunner().invoke(main, ["demo", "--out", str(root / "demo"), "--no-progress"])
+        assert result.exit_code == 0, result.output
+        (root / "output.txt").write_text(result.output)
+        return root / "demo"
+
+    out = shared(tmp_path_factory, "demo", build)
+    return out, (out.parent / "output.txt").read_text()

@@ -11,7 +11,6 @@ from urllib.parse import urlparse
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import shared
 from fakes import CHROMIUM
 
 from persistbench.cli import main
@@ -59,21 +58,6 @@ def test_memory_curve_bands_stay_in_the_metric_range():
     _, mean, low, high, _ = memory_curve([case("presence", [1, 1, 1])] * 3, "presence")
     assert mean.tolist() == [1.0, 1.0] and high.tolist() == [1.0, 1.0]
     assert low[0] == pytest.approx(wilson(3, 3)[0]) and 0.4 < low[0] < 0.5  # Wilson 95% lower bound of 3/3: 0.438
-
-
-@pytest.fixture(scope="module")
-def demo_dir(tmp_path_factory):
-    """The demo, run once for the whole test run (every xdist worker reads it; the tests change only copies)."""
-    pytest.importorskip("matplotlib", reason='the report extra: pip install -e ".[report]"')
-
-    def build(root: Path) -> Path:
-        result = CliRunner().invoke(main, ["demo", "--out", str(root / "demo"), "--no-progress"])
-        assert result.exit_code == 0, result.output
-        (root / "output.txt").write_text(result.output)
-        return root / "demo"
-
-    out = shared(tmp_path_factory, "demo", build)
-    return out, (out.parent / "output.txt").read_text()
 
 
 @pytest.mark.slow

@@ -74,8 +74,9 @@ def compare(
     runs: list[dict], estimands: list[st.Estimands], resamples: int = 1000, permutations: int = 10_000
 ) -> Compared:
     """Every pair of ``runs`` (as :func:`persistbench.core.report.load_runs` gives them, with their scorer's
-    :class:`~persistbench.core.stats.Estimands`) on the units all of them have, for each number all of them
-    have; Holm's adjustment over the pairs of each number; the runs' ranks with their intervals."""
+    :class:`~persistbench.core.stats.Estimands`) on the units all of them have, for each number any of them
+    has (n/a where a run has no value); Holm's adjustment over the pairs of each number; the runs' ranks
+    with their intervals."""
     check_comparable(runs)
     names = [r["name"] for r in runs]
     common = sorted(set.intersection(*(set(e.units.keys) for e in estimands)))
@@ -83,11 +84,11 @@ def compare(
     if not common:
         raise PersistbenchError(f"compare: the runs share no {estimands[0].unit} ({', '.join(names)})")
     units = _aligned([e.units for e in estimands], common)
-    numbers = [n for n in estimands[0].exprs if all(n in e.exprs for e in estimands)]
+    numbers = list(dict.fromkeys(n for e in estimands for n in e.exprs))  # a run without one compares as n/a
     seed = st.seed_of(str(runs[0]["summary"].get("protocol_sha256")), st.fingerprint(common))
     weights = st.resample_weights(units[0].strata, resamples, seed)
     ones = np.ones((1, len(common)))
-    exprs = {n: estimands[0].exprs[n] for n in numbers}
+    exprs = {n: next(e.exprs[n] for e in estimands if n in e.exprs) for n in numbers}
     higher = {n: estimands[0].headline.get(n, _direction(n, estimands[0])) for n in numbers}
     pairs: dict[str, list[dict]] = {n: [] for n in numbers}
     for i, j in itertools.combinations(range(len(runs)), 2):
