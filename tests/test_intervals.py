@@ -85,3 +85,48 @@ def test_one_and_two_workers_give_the_same_intervals_byte_for_byte(demo_dir, tmp
         assert result.exit_code == 0, result.output
         texts.append((run / "scores" / "classic-v1" / "summary.json").read_bytes())
     assert texts[0] == texts[1] and b'"intervals"' in texts[0]
+
+
+def test_runs_of_one_model_with_seeds_form_a_group(demo_dir, tmp_path):
+    """Three seeds of a noisy model: each case's seed comes from the run's (the same with 1 or 2 workers); compare
+    and report show the group's mean and standard deviation over seeds, its interval drawing seeds in cases."""
+    out, _ = demo_dir
+    model = f"{Path(__file__).parent / 'adapters' / 'noisy_hold.py'}:NoisyHold"
+    runs = []
+    for seed, workers in (("1", "1"), ("2", "2"), ("3", "1"), ("1", "2")):
+        run = tmp_path / f"seed{seed}-w{workers}" / "noisy"
+        args = ["infer", "--model", model, "--dataset", str(out / "dataset"), "-o", str(run), "--seed", seed]
+        result = CliRunner().invoke(main, [*args, "--workers", workers, "--no-progress"])
+        assert result.exit_code == 0, result.output
+        assert json.loads((run / "run.json").read_text())["seed"] == int(seed)
+        scored = CliRunner().invoke(main, ["score", "--pred", str(run), "--metrics", "psnr,ssim", "--no-progress"])
+        assert scored.exit_code == 0, scored.output
+        runs.append(run)
+    frames = [sorted(p.read_bytes() for p in r.rglob("*.png")) for r in (runs[0], runs[3], runs[1])]
+    assert frames[0] == frames[1] != frames[2]  # the seed decides, not the worker
+    hold = Path(shutil.copytree(out / "runs" / "hold", tmp_path / "hold"))
+    scored = CliRunner().invoke(
+        main,
+        ["score", "--pred", str(hold), "--dataset", str(out / "dataset"), "--metrics", "psnr,ssim", "--no-progress"],
+    )
+    assert scored.exit_code == 0, scored.output
+    result = CliRunner().invoke(main, ["compare", str(hold), *map(str, runs[:3]), "--output", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    found = json.loads((tmp_path / "compare.json").read_text())
+    group = f"{model} (3 seeds)"
+    assert found["runs"] == ["hold", group]
+    psnr = found["numbers"]["all/invisible/psnr"]
+    v = psnr["values"][group]
+    per_seed = [
+        json.loads((r / "scores" / "classic-v1" / "summary.json").read_text())["subsets"]["all"]["invisible"]["psnr"][
+            "mean"
+        ]
+        for r in runs[:3]
+    ]
+    assert v["seeds"] == 3 and v["mean"] == pytest.approx(sum(per_seed) / 3, abs=1e-9) and v["std"] > 0
+    assert v["interval"][0] < v["mean"] < v["interval"][1]
+    assert "Groups of seeds" in (tmp_path / "compare.md").read_text()
+    page = tmp_path / "r.html"
+    reported = CliRunner().invoke(main, ["report", str(hold), *map(str, runs[:3]), "-o", str(page)])
+    assert reported.exit_code == 0, reported.output
+    assert f"{group}</td><td>all/invisible/psnr</td><td>{v['mean']:.4g} ± {v['std']:.4g}" in page.read_text()

@@ -48,6 +48,13 @@ from persistbench.models.registry import MODELS
 @executor_options
 @resume_option("Continue a run: cases without case.json are (re)done.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing run.")
+@click.option(
+    "--seed",
+    type=click.IntRange(0, 2**32 - 1),
+    default=None,
+    help="The run's seed, recorded in run.json; each case gets one derived from it (ModelInput.seed). Runs of one "
+    "model with different seeds form a group in report and compare.",
+)
 @NO_PROGRESS
 @click.pass_context
 def infer(
@@ -66,6 +73,7 @@ def infer(
     executor,
     resume,
     overwrite,
+    seed,
     no_progress,
 ) -> None:
     """Run a model over the cases and write its predictions (runs/NAME/...). Each worker (process or Ray actor)
@@ -108,6 +116,7 @@ def infer(
         config=config,
         suite=suite,
         suite_options=suite_options(ctx, suite, "infer", suite_option),
+        seed=seed,
     )
     check_sharding(shard, aggregate_only)
     selected = Selection(limit, subset, shard)

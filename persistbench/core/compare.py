@@ -70,43 +70,82 @@ def _aligned(units: list[st.Units], keys: list[str]) -> list[st.Units]:
     return out
 
 
+def seed_groups(runs: list[dict]) -> list[tuple[str, list[int]]]:
+    """The runs as compared: runs of one model (its name in ``run.json``) inferred with different seeds
+    (``infer --seed``) form one group, named ``<model> (<k> seeds)``; any other run stands alone."""
+    by_model: dict[str, list[int]] = {}
+    for i, r in enumerate(runs):
+        info = r.get("info") or {}
+        if isinstance(info.get("seed"), int):
+            by_model.setdefault(str(info.get("model")), []).append(i)
+    grouped = {
+        i: model
+        for model, idx in by_model.items()
+        if len(idx) > 1 and len({runs[k]["info"]["seed"] for k in idx}) == len(idx)  # one run per seed
+        for i in idx
+    }
+    out: list[tuple[str, list[int]]] = []
+    for i, r in enumerate(runs):
+        if i not in grouped:
+            out.append((r["name"], [i]))
+        elif not any(grouped[i] == grouped.get(j[0]) for _, j in out):
+            members = by_model[grouped[i]]
+            out.append((f"{grouped[i]} ({len(members)} seeds)", members))
+    return out
+
+
 def compare(
     runs: list[dict], estimands: list[st.Estimands], resamples: int = 1000, permutations: int = 10_000
 ) -> Compared:
     """Every pair of ``runs`` (as :func:`persistbench.core.report.load_runs` gives them, with their scorer's
     :class:`~persistbench.core.stats.Estimands`) on the units all of them have, for each number any of them
     has (n/a where a run has no value); Holm's adjustment over the pairs of each number; the runs' ranks
-    with their intervals."""
+    with their intervals. Runs of one model with different seeds are one entry (:func:`seed_groups`): its
+    value the mean over the seeds, with their standard deviation; its intervals draw seeds within cases."""
     check_comparable(runs)
-    names = [r["name"] for r in runs]
+    groups = seed_groups(runs)
+    names = [name for name, _ in groups]
     common = sorted(set.intersection(*(set(e.units.keys) for e in estimands)))
-    counts = {n: len(e.units.keys) for n, e in zip(names, estimands)}
+    counts = {r["name"]: len(e.units.keys) for r, e in zip(runs, estimands)}
     if not common:
-        raise PersistbenchError(f"compare: the runs share no {estimands[0].unit} ({', '.join(names)})")
-    units = _aligned([e.units for e in estimands], common)
+        raise PersistbenchError(f"compare: the runs share no {estimands[0].unit} ({', '.join(counts)})")
+    aligned = _aligned([e.units for e in estimands], common)
+    members = [[aligned[i] for i in idx] for _, idx in groups]
     numbers = list(dict.fromkeys(n for e in estimands for n in e.exprs))  # a run without one compares as n/a
     seed = st.seed_of(str(runs[0]["summary"].get("protocol_sha256")), st.fingerprint(common))
-    weights = st.resample_weights(units[0].strata, resamples, seed)
-    ones = np.ones((1, len(common)))
+    weights = st.resample_weights(aligned[0].strata, resamples, seed)
     exprs = {n: next(e.exprs[n] for e in estimands if n in e.exprs) for n in numbers}
     higher = {n: estimands[0].headline.get(n, _direction(n, estimands[0])) for n in numbers}
     pairs: dict[str, list[dict]] = {n: [] for n in numbers}
-    for i, j in itertools.combinations(range(len(runs)), 2):
-        for number, p in st.paired(units[i], units[j], exprs, resamples, permutations, seed).items():
+    for i, j in itertools.combinations(range(len(groups)), 2):
+        for number, p in st.paired(members[i], members[j], exprs, resamples, permutations, seed).items():
             pairs[number].append({"a": names[i], "b": names[j], **p.to_json()})
     found: dict[str, dict] = {}
     for number, expr in exprs.items():
         for pair, adjusted in zip(pairs[number], st.holm([p["p"] for p in pairs[number]])):
             pair["p_holm"] = adjusted
             pair["better"] = _better(pair, higher[number])
-        values = np.stack([np.concatenate([expr(st.Sums(u, ones)), expr(st.Sums(u, weights))]) for u in units], 1)
+        spread = [st.seed_values(m, expr) for m in members]
+        values = np.stack(
+            [np.concatenate([[mean], expr(st.seed_sums(m, weights, seed))]) for m, (mean, _) in zip(members, spread)],
+            1,
+        )
+        intervals = [st.percentile_interval(values[1:, k]) for k in range(len(members))]
         ranks = None if np.isnan(values[0]).any() else st.rank_intervals(values, higher[number])
         found[number] = {
             "higher_is_better": higher[number],
+            "values": {
+                n: {"mean": _num(v), "std": sd, "seeds": len(m), "interval": iv.to_json()}
+                for n, (v, sd), m, iv in zip(names, spread, members, intervals)
+            },
             "pairs": pairs[number],
             "ranks": None if ranks is None else {n: list(r) for n, r in zip(names, ranks)},
         }
     return Compared(names, estimands[0].unit, common, counts, found)
+
+
+def _num(v: float) -> float | None:
+    return None if np.isnan(v) else v
 
 
 def _direction(number: str, est: st.Estimands) -> bool:
@@ -159,6 +198,13 @@ def markdown(result: Compared, headline: dict[str, bool]) -> str:
                 f"| {_fmt(p['p'])}{' (exact)' if p['exact'] else ''} | {_fmt(p['p_holm'])} | {_fmt(p['effect'], 2)} "
                 f"| {p['better'] or 'neither'} |"
             )
+    seeded = [n for n, v in next(iter(result.numbers.values()), {}).get("values", {}).items() if v["seeds"] > 1]
+    if seeded:
+        lines += ["", "Groups of seeds (mean ± standard deviation over the seeds):", ""]
+        for number in [n for n in headline if n in result.numbers]:
+            for name in seeded:
+                v = result.numbers[number]["values"][name]
+                lines.append(f"- {number}, {name}: {_fmt(v['mean'])} ± {_fmt(v['std'])}")
     ranked = [n for n in headline if n in result.numbers and result.numbers[n]["ranks"]]
     for number in ranked:
         lines += ["", f"Ranks on {number} (95% interval over the resamples):", ""]

@@ -10,6 +10,7 @@ written last. Cases run on an executor (:mod:`persistbench.executors`); nothing 
 from __future__ import annotations
 
 import functools
+import hashlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,6 +89,7 @@ class InferOptions:
     config: dict | None = None
     suite: str | None = None  # None: detected from the dataset root
     suite_options: dict = field(default_factory=dict, hash=False)  # WROP's tasks, per_task, categories
+    seed: int | None = None  # the run's seed: each case's ModelInput.seed derives from it (case_seed)
 
     def open_suite(self) -> Suite:
         """The suite on the dataset."""
@@ -149,7 +151,15 @@ def sampling_record(model: object, name: str, suite: Suite) -> dict:
     return {"num_frames": n, "resolution": list(res), "rule": suite.sampling_note()}
 
 
-def infer_case(state: Prepared, key: tuple[str, str], model_name: str) -> None:
+def case_seed(seed: int | None, key: str) -> int | None:
+    """A case's seed from the run's (None: none): a 32-bit integer of ``sha256(seed, key)``, so that a case gets
+    the same seed whichever worker, shard or restart predicts it, and cases get different ones."""
+    if seed is None:
+        return None
+    return int.from_bytes(hashlib.sha256(f"{seed}\0{key}".encode()).digest()[:4], "little")
+
+
+def infer_case(state: Prepared, key: tuple[str, str], model_name: str, seed: int | None = None) -> None:
     """Predict one case ``(subset, case_id)`` and write it; ``case.json`` last."""
     subset, case_id = key
     model, suite = state.model, state.suite
@@ -162,7 +172,7 @@ def infer_case(state: Prepared, key: tuple[str, str], model_name: str) -> None:
         model.ground_truth = req.ground_truth
     try:
         with phase("model"):
-            out = model.predict(ModelInput(**req.fields))
+            out = model.predict(ModelInput(**req.fields, seed=case_seed(seed, name)))
     except PersistbenchError:
         raise
     except SystemExit as e:  # the model's own code ended the process: that case fails, the run goes on
@@ -265,6 +275,7 @@ def start_run(opts: InferOptions, suite: Suite, resume: bool, overwrite: bool) -
             **({"skipped": suite.skipped()} if suite.skipped() else {}),
         },
         toolkit_version=__version__,
+        seed=opts.seed,
         model_class=f"{type(model).__module__}.{type(model).__qualname__}"
         if isinstance(factory, functools.partial)
         else f"{factory.__module__}.{factory.__qualname__}",
@@ -334,7 +345,7 @@ def infer(
     start_run(opts, suite, resume or (selection.shard is not None and not overwrite), overwrite)
     run = RunLayout(opts.output)
     names = {(c.subset, c.case_id): suite.key(c) for c in cases}
-    work = functools.partial(infer_case, model_name=opts.model)
+    work = functools.partial(infer_case, model_name=opts.model, seed=opts.seed)
     job = Job("infer", work, run.state_dir, _predicted_here, functools.partial(prepare, opts))
     predicted = functools.partial(_predicted, suite, run)
     return (executor or SerialExecutor()).run(

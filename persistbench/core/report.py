@@ -339,6 +339,21 @@ def confidence_sections(runs: list[dict], scorer) -> list[Markup]:
                     "" if rank is None else f"{rank[0]} ({rank[1]}-{rank[2]})",
                 ]
             )
+    for number, found in result.numbers.items() if result else ():
+        for name, v in found["values"].items():
+            if v["seeds"] > 1 and number in head and v["mean"] is not None:
+                rank = (found.get("ranks") or {}).get(name)
+                low, high = v["interval"]
+                rows.append(
+                    [
+                        name,
+                        number,
+                        f"{_cell(v['mean'])} ± {_cell(v['std'])}",
+                        f"[{_cell(low)}, {_cell(high)}]",
+                        str(len(result.common)),
+                        "" if rank is None else f"{rank[0]} ({rank[1]}-{rank[2]})",
+                    ]
+                )
     parts.append(table("intervals", ["run", "number", "value", "95% interval", e.unit, "rank (95%)"], rows))
     if result is not None:
         first = next((n for n in head if n in result.numbers), None)

@@ -20,6 +20,7 @@ MAX_RECORD_INT = 10**9
 MAX_RECORD_TEXT = 200
 MAX_RECORD_LIST = 100_000
 MAX_SIDE = 1 << 16
+MAX_SEED = 2**32 - 1  # infer --seed
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _COMMON = ("uid", "subset", "projection", "has_masks", "files", "size")
 
@@ -42,11 +43,13 @@ class RunRecord:
     toolkit_version: str
     model_class: str
     started: str | None = field(default=None, compare=False)
+    seed: int | None = None  # infer --seed: runs of one model with different seeds form a group
 
     def to_json(self) -> dict:
         out = asdict(self)
-        if out["started"] is None:
-            del out["started"]
+        for key in ("started", "seed"):
+            if out[key] is None:
+                del out[key]
         return out
 
     @classmethod
@@ -56,7 +59,7 @@ class RunRecord:
     def differs(self, other: RunRecord, by_case: bool = False) -> str | None:
         """What makes ``other`` (a run already on disk) a different run than this one, or None. With ``by_case``
         the dataset's fingerprint may differ: its cases are then compared one by one (:func:`stale_cases`)."""
-        for key in ("model", "config", "sampling"):
+        for key in ("model", "config", "sampling", "seed"):
             if getattr(other, key) != getattr(self, key):
                 return f"a different {key} ({getattr(other, key)!r} there)"
         if not by_case and (other.dataset or {}).get("fingerprint") != self.dataset["fingerprint"]:
@@ -175,7 +178,7 @@ MAX_MODEL_TEXT = 4096  # a model's name as given to --model (a path, a module, a
 def read_run_info(run: RunLayout) -> dict | None:
     """``run.json`` as a dictionary (None when the folder has none: predictions made by another toolkit);
     anything else is refused naming the file. ``model`` (copied into every score) must be printable text of at
-    most :data:`MAX_MODEL_TEXT` characters and ``oracle`` a boolean, where present."""
+    most :data:`MAX_MODEL_TEXT` characters, ``oracle`` a boolean and ``seed`` an integer, where present."""
     if not run.run_json.exists():
         return None
     info = read_json(run.run_json)
@@ -186,6 +189,8 @@ def read_run_info(run: RunLayout) -> dict | None:
         raise PersistbenchError(f"{run.run_json}: model: must be printable text of at most {MAX_MODEL_TEXT} characters")
     if not isinstance(info.get("oracle", False), bool):
         raise PersistbenchError(f"{run.run_json}: oracle: must be true or false")
+    if "seed" in info and not _count(info["seed"], 0, MAX_SEED):
+        raise PersistbenchError(f"{run.run_json}: seed: must be an integer from 0 to {MAX_SEED}")
     if "sampling" not in info and isinstance(info.get("protocol"), dict):  # a run of an earlier version
         old = info.pop("protocol")
         info["sampling"] = {**{k: v for k, v in old.items() if k != "sampling"}, "rule": old.get("sampling", "")}

@@ -89,6 +89,33 @@ class Sums:
         return self.per_stratum[:, idx, j].sum(axis=1)
 
 
+def seed_sums(seeds: Sequence[Units], weights: np.ndarray, seed: int) -> Sums:
+    """Sums over a group of runs of one model with different seeds (the same units and columns): each unit a
+    resample draws is drawn again from one of the seeds, uniformly (cases resampled, then seeds within each
+    case), so that the spread includes the seeds' (two-stage bootstrap). One seed: :class:`Sums` itself."""
+    if len(seeds) == 1:
+        return Sums(seeds[0], weights)
+    rng = np.random.default_rng(seed + 2)
+    split = rng.multinomial(weights.astype(np.int64), np.full(len(seeds), 1.0 / len(seeds)))  # (B, n, S)
+    out = Sums(seeds[0], split[:, :, 0].astype(float))
+    for k in range(1, len(seeds)):
+        out.per_stratum += Sums(seeds[k], split[:, :, k].astype(float)).per_stratum
+    return out
+
+
+def seed_mean(seeds: Sequence[Units]) -> Units:
+    """The seeds' units averaged, column by column: a group's units for the paired permutation test."""
+    first = seeds[0]
+    return Units(first.keys, first.strata, first.columns, np.mean([u.values for u in seeds], axis=0))
+
+
+def seed_values(seeds: Sequence[Units], expr) -> tuple[float, float | None]:
+    """A number over a group of seeds: the mean of each seed's value, and their standard deviation (None for
+    one seed); NaN when a seed has none."""
+    values = [float(expr(Sums(u, np.ones((1, len(u.keys)))))[0]) for u in seeds]
+    return float(np.mean(values)), float(np.std(values, ddof=1)) if len(values) > 1 else None
+
+
 # ---------------------------------------------------------------- expressions
 
 
@@ -272,19 +299,27 @@ def _flips(n: int, permutations: int, rng: np.random.Generator) -> tuple[np.ndar
 
 
 def paired(
-    a: Units, b: Units, exprs: dict[str, object], resamples: int, permutations: int, seed: int, chunk: int = 1 << 14
+    a: Units | Sequence[Units],
+    b: Units | Sequence[Units],
+    exprs: dict[str, object],
+    resamples: int,
+    permutations: int,
+    seed: int,
+    chunk: int = 1 << 14,
 ) -> dict[str, Paired]:
     """Compare each of ``exprs`` on runs A and B over the same units (same keys and columns, in the same
-    order): the same resamples and swaps serve every expression."""
+    order): the same resamples and swaps serve every expression. A side may be a group of seeds (a sequence
+    of units): its value is the mean over its seeds, its resamples draw seeds within cases
+    (:func:`seed_sums`), and the permutation test swaps its seed-averaged units."""
+    seeds_a, seeds_b = ([x] if isinstance(x, Units) else list(x) for x in (a, b))
+    a, b = seed_mean(seeds_a), seed_mean(seeds_b)
     if a.keys != b.keys or a.columns != b.columns:
         raise ValueError("paired: the runs' units differ")
     n = len(a.keys)
-    ones = np.ones((1, n))
-    pa, pb = Sums(a, ones), Sums(b, ones)
-    observed = {name: (float(e(pa)[0]), float(e(pb)[0])) for name, e in exprs.items()}
+    observed = {name: (seed_values(seeds_a, e)[0], seed_values(seeds_b, e)[0]) for name, e in exprs.items()}
     live = {name: e for name, e in exprs.items() if not math.isnan(observed[name][0] - observed[name][1])}
     w = resample_weights(a.strata, resamples, seed)
-    wa, wb = Sums(a, w), Sums(b, w)
+    wa, wb = seed_sums(seeds_a, w, seed), seed_sums(seeds_b, w, seed + 7)
     intervals = {name: percentile_interval(e(wa) - e(wb)) for name, e in live.items()}
     flips, exact = _flips(n, permutations, np.random.default_rng(seed + 1))
     extreme = dict.fromkeys(live, 0)

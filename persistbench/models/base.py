@@ -33,6 +33,8 @@ class ModelInput:
         prompt: a text prompt (R2M-Bench, WROP), or None (PersistBench).
         n_targets: frames to produce where there are no target cameras (WROP: the continuation's
             length); see :meth:`num_targets`.
+        seed: this case's seed when the run has one (``infer --seed S``; derived from S and the case, the
+            same in any worker), for a generative model's random draws; None otherwise.
     Both camera sets share one world frame (OpenCV axes: x right, y down, z forward). Extensions
     of the public interface: ``prompt`` and ``n_targets`` are new and optional, and the cameras may
     be None, so models written for it run unchanged on PersistBench. R2M-Bench gives one input
@@ -46,6 +48,7 @@ class ModelInput:
     target_cameras: dict | None = None
     prompt: str | None = None
     n_targets: int | None = None
+    seed: int | None = None
 
     def num_targets(self) -> int:
         """How many frames the model must return: one per target camera, or ``n_targets``."""
