@@ -560,3 +560,15 @@ def test_the_vote_endpoint_bounds_and_checks_a_body_before_reading_it(wrop_runs,
     finally:
         server.kill()
     assert Store(study).votes() == []
+
+
+def test_a_study_of_runs_that_predicted_different_cases_says_so():
+    from persistbench.arena.study import Study
+    from persistbench.core.case import CaseRef
+
+    cases = tuple(CaseRef("static", f"c{i}") for i in range(6))
+    study = Study(("a", "b"), (Path("a"), Path("b")), "persistbench", "ds", cases, "q", False, (8, 6))
+    assert study.coverage_note() == "the runs predicted different cases (a: 8, b: 6); the study shows the 6 they share"
+    assert study.describe()["predicted"] == {"a": 8, "b": 6} and len(study.describe()["cases_fingerprint"]) == 64
+    same = Study(("a", "b"), (Path("a"), Path("b")), "persistbench", "ds", cases, "q", False, (6, 6))
+    assert same.coverage_note() is None and same.id == study.id  # the study's identity is its shared cases

@@ -94,6 +94,8 @@ def write(store: Store, study: Study, folder: Path, rounds: int = 1000) -> dict:
             "ties",
             "both_wrong",
             "judge_bt_rating",
+            "cases",
+            "predicted",
         ]
     )
     for rank, r in enumerate(summary["people"]["runs"], 1):
@@ -101,6 +103,7 @@ def write(store: Store, study: Study, folder: Path, rounds: int = 1000) -> dict:
         w.writerow(
             [rank, r["run"], f"{r['bt_rating']:.1f}", *(f"{x:.1f}" for x in r["bt_interval"]), f"{r['elo']:.1f}"]
             + [r["votes"], r["wins"], r["ties"], r["both_wrong"], "" if j is None else f"{j:.1f}"]
+            + [len(study.cases), dict(zip(study.runs, study.predicted)).get(r["run"], "")]
         )
     write_text(folder / "leaderboard.csv", buf.getvalue())
     return summary

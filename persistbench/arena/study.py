@@ -20,6 +20,7 @@ from persistbench.core.case import CaseRef
 from persistbench.core.errors import PersistbenchError, UsageError
 from persistbench.core.layout import RunLayout
 from persistbench.core.runs import read_run_info
+from persistbench.core.stats import fingerprint
 from persistbench.core.suite import Suite
 from persistbench.io.images import outline
 
@@ -38,6 +39,7 @@ class Study:
     cases: tuple[CaseRef, ...]
     question: str
     reference: bool  # show the ground truth (PersistBench's reference view) beside the context
+    predicted: tuple[int, ...] = ()  # how many cases each run predicted (the study uses those all share)
 
     @property
     def id(self) -> str:
@@ -54,8 +56,17 @@ class Study:
             "dataset": self.dataset,
             "question": self.question,
             "cases": len(self.cases),
+            "cases_fingerprint": fingerprint([f"{c.subset}.{c.case_id}" for c in self.cases]),
+            "predicted": dict(zip(self.runs, self.predicted)),
             "reference": self.reference,
         }
+
+    def coverage_note(self) -> str | None:
+        """A line saying that the runs predicted different cases and which the study uses, or None."""
+        if len(set(self.predicted)) <= 1:
+            return None
+        counts = ", ".join(f"{r}: {n}" for r, n in zip(self.runs, self.predicted))
+        return f"the runs predicted different cases ({counts}); the study shows the {len(self.cases)} they share"
 
     @functools.cached_property
     def suite(self) -> Suite:
@@ -167,12 +178,13 @@ def open_study(paths: list[Path], question: str | None = None, reference: bool =
         raise UsageError(f"the runs were predicted on different datasets: {', '.join(sorted(datasets))}")
     dataset = datasets.pop()
     suite_name = detect(dataset)
-    common = None
+    common, predicted = None, []
     for p in paths:
         run = RunLayout(Path(p))
         info = read_run_info(run)
         suite = open_suite(dataset, suite_name, recorded_options(info, run, suite_name))
         have = {suite.key(c): c for c in suite.cases() if suite.read_prediction(run.root, info, c) is not None}
+        predicted.append(len(have))
         common = have if common is None else {k: c for k, c in common.items() if k in have}
     if not common:
         raise UsageError("the runs have no predicted case in common")
@@ -184,4 +196,5 @@ def open_study(paths: list[Path], question: str | None = None, reference: bool =
         tuple(common[k] for k in sorted(common)),
         question or SUITES[suite_name].question,
         reference,
+        tuple(predicted),
     )

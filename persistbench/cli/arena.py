@@ -77,6 +77,8 @@ def arena(
     if runs:
         check_output(output, inputs=[("run", r) for r in runs], accepts=(STUDY,))
         study = open_study(list(runs), question, reference)
+        if study.coverage_note():
+            click.echo(f"note: {study.coverage_note()}")
         store = Store.create(output, study.describe())
     else:
         store = Store(output)

@@ -91,6 +91,7 @@ class Row:
     run: str | None = None
     cases: int | None = None
     complete: bool = True  # a run scored on every case of the benchmark
+    fingerprint: str | None = None  # of the cases the run's numbers stand on (its summary's cases_behind)
 
 
 @dataclass(frozen=True)
@@ -150,7 +151,16 @@ def run_row(name: str, model: str, summary: dict, subset: str, board: Published)
         return None
     values = {**group["scores"], **{k: group[k] for k in ("memory", "visible_average", "gap")}}
     complete = (blocks.get("overall") or {}).get("cases", 0) >= board.benchmark_cases
-    return Row(name, model, "", subset, values, group["visible_available"], name, group["cases"], complete)
+    cases = (summary.get("cases_behind") or {}).get("fingerprint")
+    return Row(name, model, "", subset, values, group["visible_available"], name, group["cases"], complete, cases)
+
+
+def different_cases(rows: list[Row]) -> str | None:
+    """A note when the runs' rows stand on different cases (their numbers are then not ranked together)."""
+    if len({r.fingerprint for r in rows if r.run is not None}) <= 1:
+        return None
+    named = ", ".join(f"{r.run}: {r.cases} cases ({str(r.fingerprint)[:12]})" for r in rows if r.run is not None)
+    return f"your runs stand on different cases ({named}): compare them on the cases they share (persistbench compare)"
 
 
 def runs_rows(paths: list[str], protocol: str | None, board: Published) -> dict[str, list[Row]]:
@@ -211,4 +221,7 @@ def text(board: Published, subset: str, runs: list[Row]) -> str:
     table_ = [head(), *(cells for _, cells in table(board, subset, runs))]
     widths = [max(len(row[i]) for row in table_) for i in range(len(table_[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in table_]
-    return "\n".join([f"{subset}:", *lines, f"published: {board.source}, read {board.read}"])
+    note = different_cases(runs)
+    return "\n".join(
+        [f"{subset}:", *lines, f"published: {board.source}, read {board.read}", *([f"note: {note}"] if note else [])]
+    )

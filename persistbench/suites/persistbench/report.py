@@ -315,6 +315,8 @@ def published_sections(runs: list[dict]) -> list[Markup]:
             if (row := leaderboard.run_row(r["name"], str(r["summary"].get("model")), r["summary"], subset, published))
         ]
         placed = leaderboard.table(published, subset, rows)
+        note = leaderboard.different_cases(rows)
+        parts += [tag("p", note, class_="warning")] if note else []
         cells, classes = [c for _, c in placed], ["published" if r.run is None else "yours" for r, _ in placed]
         parts += [tag("h3", subset), table(f"published-{subset}", leaderboard.head(), cells, classes=classes)]
     return parts

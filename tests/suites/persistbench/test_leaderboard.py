@@ -225,6 +225,7 @@ def test_report_and_leaderboard_place_two_runs_among_the_published_models(oracle
     assert sum("(yours: b/oracle)" in line for line in lines) == 2
     assert sum("of 2000: not ranked" in line for line in lines) == 3
     assert printed.output.count("published: the benchmark's project page") == 2
+    assert "note: your runs stand on different cases (a/oracle: 2 cases" in printed.output  # marked, not ranked
 
     if CHROMIUM is None:
         pytest.skip("Debian's chromium (.ci/run installs it)")
