@@ -274,6 +274,14 @@ def comparability_warnings(runs: list[dict]) -> list[str]:
     return out
 
 
+def _rank(rank: list[int] | None) -> str:
+    """A rank as the report shows it: the rank where its 95 % interval is that one rank, else the interval
+    (``2-3``): runs whose ranks may swap are not shown as ordered."""
+    if rank is None:
+        return ""
+    return str(rank[0]) if rank[1] == rank[2] else f"{rank[1]}-{rank[2]}"
+
+
 def _cell(v: float | None) -> str:
     return "n/a" if v is None else f"{v:.4g}"
 
@@ -336,7 +344,7 @@ def confidence_sections(runs: list[dict], scorer) -> list[Markup]:
                     _cell(value),
                     f"[{_cell(low)}, {_cell(high)}]",
                     str(len(e.units.keys)),
-                    "" if rank is None else f"{rank[0]} ({rank[1]}-{rank[2]})",
+                    _rank(rank),
                 ]
             )
     for number, found in result.numbers.items() if result else ():
@@ -351,7 +359,7 @@ def confidence_sections(runs: list[dict], scorer) -> list[Markup]:
                         f"{_cell(v['mean'])} ± {_cell(v['std'])}",
                         f"[{_cell(low)}, {_cell(high)}]",
                         str(len(result.common)),
-                        "" if rank is None else f"{rank[0]} ({rank[1]}-{rank[2]})",
+                        _rank(rank),
                     ]
                 )
     parts.append(table("intervals", ["run", "number", "value", "95% interval", e.unit, "rank (95%)"], rows))
