@@ -50,11 +50,14 @@ def cli(*args, env=None):
 
 
 def tree(root: Path) -> dict[str, bytes]:
-    """Every file's bytes (``data.db`` included), without resume state and the recipes' provenance."""
+    """Every file's bytes (``data.db`` included), without resume state, the recipes' provenance and the availability
+    manifest (both name the recipes file by its sha256; the manifest, the day it was written)."""
     return {
         p.relative_to(root).as_posix(): p.read_bytes()
         for p in sorted(root.rglob("*"))
-        if p.is_file() and layout.STATE_DIR not in p.parts and p.name != pb_layout.RECIPES_PROVENANCE
+        if p.is_file()
+        and layout.STATE_DIR not in p.parts
+        and p.name not in (pb_layout.RECIPES_PROVENANCE, pb_layout.AVAILABILITY)
     }
 
 
