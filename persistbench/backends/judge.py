@@ -166,9 +166,10 @@ def _json_body(body: bytes) -> object:
         raise BadReply(f"the HTTP body is not JSON: {body[:80]!r}") from None
 
 
-def completion_of(body: bytes) -> tuple[dict, str | None]:
-    """The first choice of a chat completion's HTTP body and the model the body names; :class:`BadReply`
-    when the body is not a completion (untrusted bytes: every field's type is checked)."""
+def completion_of(body: bytes) -> tuple[dict, str | None, str | None]:
+    """The first choice of a chat completion's HTTP body, the model the body names and its
+    ``system_fingerprint`` (the serving configuration, where the server gives one); :class:`BadReply` when the
+    body is not a completion (untrusted bytes: every field's type is checked)."""
     obj = _json_body(body)
     choices = obj.get("choices") if isinstance(obj, dict) else None
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
@@ -176,8 +177,12 @@ def completion_of(body: bytes) -> tuple[dict, str | None]:
     choice = choices[0]
     if not isinstance(choice.get("message"), dict):
         raise BadReply(f"the completion's choice has no message: {body[:80]!r}")
-    model = obj.get("model")
-    return choice, model if isinstance(model, str) else None
+    model, fingerprint = obj.get("model"), obj.get("system_fingerprint")
+    return (
+        choice,
+        model[:200] if isinstance(model, str) else None,
+        fingerprint[:200] if isinstance(fingerprint, str) else None,
+    )
 
 
 class _Late(Exception):
@@ -331,7 +336,8 @@ class Judge:
                 entry = read_json(path)
                 if entry["judge"] == identity:
                     raw = entry["raw"]
-                    return Answer(parse(req.extract(raw)), raw, True, {**identity, "answered_by": entry["answered_by"]})
+                    who = {"answered_by": entry["answered_by"], "system_fingerprint": entry.get("system_fingerprint")}
+                    return Answer(parse(req.extract(raw)), raw, True, {**identity, **who})
             except (PersistbenchError, BadReply, KeyError, TypeError):
                 pass  # a damaged or stale entry: ask again
         with self._lock:
@@ -343,7 +349,7 @@ class Judge:
                     "no more are asked in this run",
                 )
         try:
-            raw, answered_by, value = self._judgment(req, parse, time.monotonic() + self.opts.timeout_s)
+            raw, who, value = self._judgment(req, parse, time.monotonic() + self.opts.timeout_s)
         except JudgmentFailed as e:
             with self._lock:
                 self._failed_in_a_row += 1
@@ -352,16 +358,17 @@ class Judge:
         with self._lock:
             self._failed_in_a_row = 0
         if self.cache:
-            write_json(path, {"judge": identity, "answered_by": answered_by, "raw": raw})
-        return Answer(value, raw, False, {**identity, "answered_by": answered_by})
+            write_json(path, {"judge": identity, **who, "raw": raw})
+        return Answer(value, raw, False, {**identity, **who})
 
     def _judgment(self, req: Request, parse: Callable[[dict], object], deadline: float):
-        """(reply text, the model it names, the parsed value): invalid replies asked again, all by ``deadline``."""
+        """(reply text, who answered: ``{answered_by, system_fingerprint}`` as the reply names them, the parsed
+        value): invalid replies asked again, all by ``deadline``."""
         last = BadReply("no attempt")
         for _ in range(req.attempts):
             try:
-                raw, answered_by = self._send(req, deadline)
-                return raw, answered_by, parse(req.extract(raw))
+                raw, answered_by, fingerprint = self._send(req, deadline)
+                return raw, {"answered_by": answered_by, "system_fingerprint": fingerprint}, parse(req.extract(raw))
             except BadReply as e:
                 last = e
         raise JudgmentFailed(
@@ -379,8 +386,8 @@ class Judge:
             {"role": "user", "content": text + images if req.text_first else images + text},
         ]
 
-    def _send(self, req: Request, deadline: float) -> tuple[str, str | None]:
-        """The text of one completion and the model it names; transient errors retried with backoff until
+    def _send(self, req: Request, deadline: float) -> tuple[str, str | None, str | None]:
+        """The text of one completion, the model and the system fingerprint it names; transient errors retried with backoff until
         ``deadline``; :class:`BadReply` for a body that is not a completion; the other failures raised."""
         model, wait = self.opts.model, self.opts.backoff_s
         messages = self._messages(req)
@@ -418,7 +425,7 @@ class Judge:
                 time.sleep(pause)
                 wait *= 2
                 continue
-            choice, answered_by = completion_of(body)
+            choice, answered_by, fingerprint = completion_of(body)
             message = choice["message"]
             refusal = message.get("refusal")
             if refusal:
@@ -428,7 +435,7 @@ class Judge:
             text = message.get("content")
             if not isinstance(text, str) or not text.strip():
                 raise BadReply("the reply has no text", "empty reply")
-            return text, answered_by
+            return text, answered_by, fingerprint
         raise AssertionError("unreachable")
 
 
@@ -461,6 +468,12 @@ def merge_tallies(tallies: Sequence[dict]) -> dict:
         "reasons": dict(sorted(reasons.items())),
         "answered_by": judges,
     }
+
+
+def identity_line(judge: dict) -> str:
+    """One judge identity of :attr:`Answer.judge` as text: the model asked for, the one served, the one the reply
+    named and its system fingerprint."""
+    return " / ".join(str(judge.get(k)) for k in ("judge_model", "served_model", "answered_by", "system_fingerprint"))
 
 
 def failure_line(t: dict) -> str:

@@ -55,7 +55,7 @@ def compare(runs, output, protocol, resamples, permutations, cases_only) -> None
     from persistbench.core.compare import compare as run_compare
     from persistbench.core.compare import markdown
     from persistbench.core.errors import UsageError
-    from persistbench.core.report import load_runs, scorer_of
+    from persistbench.core.report import judge_warnings, load_runs, scorer_of
     from persistbench.io.files import write_json, write_text
 
     if len(runs) < 2:
@@ -75,6 +75,8 @@ def compare(runs, output, protocol, resamples, permutations, cases_only) -> None
         + ", ".join(f"{r['name']}: {len(e.units.keys)}" for r, e in zip(loaded, estimands))
         + ")"
     )
+    for warning in judge_warnings(loaded):
+        click.echo(f"note: {warning}")
     result = run_compare(loaded, estimands, resamples, permutations)
     out = Path(output)
     write_json(out / "compare.json", result.to_json())

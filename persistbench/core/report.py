@@ -249,6 +249,30 @@ def _models(backends: object) -> frozenset:
     return frozenset((name, e.get("judge_model") or e.get("sha256")) for name, e in _backend_entries(backends))
 
 
+def judge_warnings(runs: list[dict]) -> list[str]:
+    """Runs whose judgments come from more than one judge identity (the model asked, served, named in the
+    reply, its system fingerprint), and runs judged by different identities."""
+    from persistbench.backends.judge import identity_line
+
+    out = []
+    sets = {}
+    for r in runs:
+        ids = r["summary"].get("judge_identities") or []
+        sets[r["name"]] = frozenset(identity_line(j) for j in ids if isinstance(j, dict))
+        if len(sets[r["name"]]) > 1:
+            out.append(
+                f"{r['name']}: its judgments come from {len(sets[r['name']])} judge identities: "
+                + "; ".join(sorted(sets[r["name"]]))
+            )
+    judged = {k: v for k, v in sets.items() if v}
+    if len(set(judged.values())) > 1:
+        out.append(
+            "The runs were judged by different identities: "
+            + "; ".join(f"{k}: {', '.join(sorted(v))}" for k, v in judged.items())
+        )
+    return out
+
+
 def comparability_warnings(runs: list[dict]) -> list[str]:
     """Why the runs' numbers cannot be compared side by side (different protocol hash, dataset, model weights
     or judge, or partial runs)."""
@@ -268,6 +292,7 @@ def comparability_warnings(runs: list[dict]) -> list[str]:
             "The runs' model-based scores come from different weights or judges: "
             + ", ".join(f"{r['name']}: {backends_cell(r['summary'].get('backends'))}" for r in runs)
         )
+    out += judge_warnings(runs)
     partial = [r["name"] for r in runs if r["summary"].get("partial")]
     if partial:
         out.append(f"Partial runs (cases without predictions were not scored): {', '.join(partial)}")

@@ -41,6 +41,7 @@ from persistbench.backends.judge import (
     JudgmentFailed,
     Request,
     failure_line,
+    identity_line,
     merge_tallies,
     prompt_template,
     tally,
@@ -478,6 +479,9 @@ def summarise(results: list[dict]) -> dict:
         **overall,
         "groups": {g: block(rows) for g, rows in groups.items()},
         "published": {"overall": board.block(results)} | {g: board.block(rows) for g, rows in groups.items()},
+        "judge_identities": merge_tallies(
+            [{"answered_by": (r.get("judge") or {}).get("answered_by")} for r in results]
+        )["answered_by"],
         "judge_failures": len(failed),
         "judge_failure_reasons": judged["reasons"],
         "failed_metrics": (
@@ -556,6 +560,13 @@ def tables(summary: dict) -> tuple[list[str], dict[str, str]]:
         )
         row |= {f"published/{name}/{c}": board.fmt(values[c]) for c in board.COLUMNS}
     lines += ["", "Backends: " + _backend_line(summary["backends"])]
+    ids = summary.get("judge_identities") or []
+    if len(ids) > 1:
+        lines.append(
+            f"**The judgments come from {len(ids)} judge identities** (model, served, named, fingerprint): "
+            + "; ".join(identity_line(j) for j in ids)
+            + "."
+        )
     if summary["judge_failures"]:
         why = ", ".join(f"{r}: {n}" for r, n in (summary.get("judge_failure_reasons") or {}).items())
         lines.append(f"{summary['judge_failures']} cases have judge failures ({why}): their object permanence is null.")

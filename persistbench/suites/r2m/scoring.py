@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from persistbench.backends import BackendUnavailable, check_backend, merged_provenance, provenance
-from persistbench.backends.judge import failure_line, merge_tallies, tally
+from persistbench.backends.judge import failure_line, identity_line, merge_tallies, tally
 from persistbench.core import stats as st
 from persistbench.core.case import CaseRef, Prediction, ScoreContext
 from persistbench.core.errors import PersistbenchError
@@ -328,6 +328,9 @@ class R2MSummary:
     short_videos: int  # shorter than their trajectory
     dropped_pairs: dict[str, int]  # per kind
     judge_failures: dict  # {asked, judgments (failed), videos (with a failure), reasons: {reason: count}}
+    judge_identities: list[
+        dict
+    ]  # every distinct judge that answered (endpoint, model asked, served, named, fingerprint)
     failed_metrics: dict[str, str]  # metric -> why it has no value in any video (score then exits non-zero)
 
     def to_json(self) -> dict:
@@ -464,6 +467,7 @@ def summarise(
             "reasons": judged["reasons"],
         },
         failed_metrics=failed_metrics,
+        judge_identities=judged["answered_by"],
     )
 
 
@@ -516,6 +520,12 @@ def tables(summary: dict) -> tuple[list[str], dict[str, str]]:
         lines.append(
             f"\n**judge failures: {jf['judgments']} of {jf['asked']} judgments in {jf['videos']} videos ({why}); "
             "those pair values are null.**"
+        )
+    ids = summary.get("judge_identities") or []
+    if len(ids) > 1:
+        named = "; ".join(identity_line(j) for j in ids)
+        lines.append(
+            f"\n**The judgments come from {len(ids)} judge identities** (model, served, named, fingerprint): {named}."
         )
     for m, why in (summary.get("failed_metrics") or {}).items():
         lines.append(f"\n**{m} could not be computed: {why}.**")

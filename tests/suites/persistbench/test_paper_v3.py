@@ -1,7 +1,9 @@
-"""Issue 42: PersistBench's numbers as the published leaderboard computes them, beside the public toolkit's.
+"""paper-v3 through the real scorer with stub networks and a loopback judge.
 
-The leaderboard's motion continuity per case is ``exp(-mean d)`` over a split's frames; the public toolkit
-0.1.7 (and our public-form outputs) the mean of ``exp(-d)``. One scoring gives both.
+Issue 42: PersistBench's numbers as the published leaderboard computes them, beside the public toolkit's (the
+leaderboard's motion continuity per case is ``exp(-mean d)`` over a split's frames; the public toolkit 0.1.7,
+and our public-form outputs, the mean of ``exp(-d)``; one scoring gives both). Issue 44: the identity of every
+judge answer.
 """
 
 from __future__ import annotations
@@ -262,3 +264,25 @@ def test_report_and_leaderboard_place_two_runs_among_the_published_models(oracle
         page.screenshot(path=str(tmp_path / "published.png"), full_page=True)
         browser.close()
     assert note == 1
+
+
+def test_a_judge_that_changes_its_model_halfway_is_flagged(oracle_runs, tmp_path, monkeypatch):
+    """The endpoint names another model (and fingerprint) in its replies after a few answers: the summary lists
+    both identities, summary.md and the report say so, and compare notes it."""
+    monkeypatch.setenv("PERSISTBENCH_CACHE", str(tmp_path / "cache"))
+    run = Path(shutil.copytree(oracle_runs[0], tmp_path / "oracle"))
+    _stubs(monkeypatch)
+
+    def reply(n, body):
+        status, completion, headers = seen(body)
+        completion |= {"model": "judge-a", "system_fingerprint": "fp-1"} if n < 3 else {"model": "judge-b"}
+        return status, completion, headers
+
+    with JudgeServer(reply) as judge:
+        summary = _score(run, judge.url)
+    named = [(j["answered_by"], j["system_fingerprint"]) for j in summary["judge_identities"]]
+    assert sorted(named, key=str) == [("judge-a", "fp-1"), ("judge-b", None)]
+    assert "**The judgments come from 2 judge identities**" in RunLayout(run).summary_md("paper-v3").read_text()
+    page = tmp_path / "r.html"
+    assert CliRunner().invoke(main, ["report", str(run), "-o", str(page)]).exit_code == 0
+    assert "its judgments come from 2 judge identities" in page.read_text()
