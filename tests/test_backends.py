@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from fakes.judge_server import JudgeServer, completion, seen, state
+from fakes.judge_server import JudgeServer, completion, looks, state
 
 from persistbench.backends import BACKENDS, BackendOptions, BackendUnavailable, JudgeOptions, check_backend, load
 from persistbench.backends.features import IMAGENET_MEAN, IMAGENET_STD, PatchFeatures
@@ -314,8 +314,8 @@ def test_paper_v3_scores_a_run_with_every_backend(oracle_run, checkpoints, tmp_p
     monkeypatch.setenv("PERSISTBENCH_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("PERSISTBENCH_JUDGE_KEY", "sk-never-written")
     run = RunLayout(oracle_run)
-    with JudgeServer(lambda n, body: completion(None, refusal="no")) as broken:
-        result = _score(oracle_run, checkpoints, broken.url)
+    with JudgeServer(lambda n, body: completion(None, refusal="no")) as broken:  # past its battery: forced
+        result = _score(oracle_run, checkpoints, broken.url, "--judge-force")
     assert result.exit_code == 1, result.output  # a requested metric has no value in any case
     assert "object_permanence could not be computed" in result.output and "refusal: " in result.output
     summary = json.loads(run.summary_json("paper-v3").read_text())
@@ -324,7 +324,7 @@ def test_paper_v3_scores_a_run_with_every_backend(oracle_run, checkpoints, tmp_p
     assert list(summary["failed_metrics"]) == ["object_permanence"]
     assert summary["valid_counts"]["motion_continuity_visible"] == 2  # the other scores stand
 
-    with JudgeServer(lambda n, body: seen(body)) as server:
+    with JudgeServer(lambda n, body: looks(body)) as server:
         result = _score(oracle_run, checkpoints, server.url, "--resume")  # cases with failed judgments again
         assert result.exit_code == 0, result.output
         assert len(server.requests) >= 2 and "done 2" in result.output

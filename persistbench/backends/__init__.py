@@ -182,6 +182,8 @@ class JudgeOptions:
     retries: int = 2  # further attempts after a 429, a 5xx, a timeout or a refused connection
     backoff_s: float = 1.0  # first wait; doubled per retry (a Retry-After header wins)
     max_failures: int = 10  # judgments failed in a row after which no more are asked (0: never stop)
+    min_accuracy: float = 0.75  # below this share of its calibration battery right, a run stops
+    force: bool = False  # judge anyway below min_accuracy (said in the output)
 
 
 @dataclass(frozen=True)

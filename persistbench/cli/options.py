@@ -214,6 +214,8 @@ def backend_options(f):
         judge_concurrency,
         judge_timeout,
         judge_max_failures,
+        judge_min_accuracy,
+        judge_force,
         **kw,
     ):
         from persistbench.backends import BackendOptions, JudgeOptions
@@ -226,6 +228,8 @@ def backend_options(f):
                 judge_concurrency,
                 judge_timeout,
                 max_failures=judge_max_failures,
+                min_accuracy=judge_min_accuracy,
+                force=judge_force,
             )
             if judge_url
             else None
@@ -264,6 +268,14 @@ def backend_options(f):
             metavar="N",
             help="Stop asking the judge after N judgments in a row failed (0: never); the rest fail at once, counted.",
         ),
+        click.option(
+            "--judge-min-accuracy",
+            type=click.FloatRange(0.0, 1.0),
+            default=0.75,
+            show_default=True,
+            help="Stop before judging when the judge answers less of its calibration battery right.",
+        ),
+        click.option("--judge-force", is_flag=True, help="Judge even below --judge-min-accuracy (said in the output)."),
     ]
     for option in reversed(options):
         command = option(command)

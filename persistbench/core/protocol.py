@@ -31,6 +31,7 @@ from persistbench.io.names import name_problem
 from persistbench.metrics.registry import METRICS
 
 if TYPE_CHECKING:
+    from persistbench.core.calibration import Item
     from persistbench.core.case import CaseRef, Prediction, ScoreContext
     from persistbench.core.markup import Markup
     from persistbench.core.stats import Estimands
@@ -99,6 +100,11 @@ class Scorer(ABC, Generic[S]):
     @abstractmethod
     def tables(self, summary: dict) -> tuple[list[str], dict[str, str]]:
         """``(summary.md table lines, leaderboard.csv columns)`` of a summary."""
+
+    def judge_battery(self, suite: S, protocol: Protocol) -> list[Item]:
+        """The judge's calibration battery for this protocol on ``suite``'s dataset (:mod:`persistbench.core.calibration`):
+        questions whose answers hold by construction; none for a scorer that asks no judge."""
+        return []
 
     def estimands(self, results: list[dict], summary: dict) -> Estimands | None:
         """The summary's numbers as expressions over the units a bootstrap resamples (:mod:`persistbench.core.stats`),

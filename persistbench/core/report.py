@@ -9,6 +9,7 @@ use matplotlib (the ``report`` extra); every image is inlined as a PNG data URI.
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 
@@ -410,6 +411,68 @@ def confidence_sections(runs: list[dict], scorer) -> list[Markup]:
     return parts
 
 
+def calibration_sections(runs: list[dict]) -> list[Markup]:
+    """The judges' calibration batteries of the runs that have them: the figures of each, and drift: the
+    questions a later battery (of the same run, or of another run on the same dataset) answered otherwise."""
+    from persistbench.backends.judge import identity_line
+    from persistbench.core import calibration
+
+    found = {
+        r["name"]: calibration.batteries(Path(r["layout"].scores_dir(r["summary"]["scores_dir"])))
+        for r in runs
+        if r.get("layout") and r["summary"].get("scores_dir")
+    }
+    found = {k: v for k, v in found.items() if v}
+    if not found:
+        return []
+    pct = lambda v: "n/a" if v is None else f"{100 * v:.0f}%"  # noqa: E731
+    rows = [
+        [
+            name,
+            str(b.get("date")),
+            str(b["items"]),
+            pct(b.get("accuracy")),
+            pct(b.get("consistency")),
+            ", ".join(f"{k}: {n}" for k, n in (b.get("refusals") or {}).items()) or "none",
+            f"{b.get('latency_s') or 0:.2f}",
+            "; ".join(identity_line(j) for j in b.get("identities") or []),
+        ]
+        for name, entries in found.items()
+        for b in entries
+    ]
+    parts = [
+        tag("h2", "Judge calibration"),
+        tag(
+            "p",
+            "Before judging, each run's judge answered questions whose answers hold by construction, each twice "
+            'with its parts swapped (docs/metrics.md, "A judge checked before it judges").',
+            class_="note",
+        ),
+        table(
+            "judge-calibration",
+            ["run", "date", "questions", "accuracy", "consistent", "refusals", "latency (s)", "identity"],
+            rows,
+        ),
+    ]
+    drifts = []
+    for name, entries in found.items():
+        for a, b in zip(entries, entries[1:]):
+            changed = calibration.drift(a, b)
+            if changed:
+                drifts.append(
+                    f"{name}: its judge answered {len(changed)} question(s) differently on {b.get('date')} than on {a.get('date')}: {', '.join(changed)}"
+                )
+    latest = list(found.items())
+    for (na, ea), (nb, eb) in itertools.combinations(latest, 2):
+        changed = calibration.drift(ea[-1], eb[-1])
+        if changed:
+            drifts.append(
+                f"{na} and {nb}: their judges answered {len(changed)} question(s) differently: {', '.join(changed)}"
+            )
+    parts += [tag("p", f"Drift: {d}.", class_="warning") for d in drifts]
+    return parts
+
+
 def build_report(
     run_dirs: list[str | Path],
     out: str | Path,
@@ -451,6 +514,7 @@ def build_report(
     parts += [tag("p", w, class_="warning") for w in comparability_warnings(runs)]
     parts += board
     parts += confidence_sections(runs, scorer)
+    parts += calibration_sections(runs)
     if arena is not None:
         from persistbench.arena.report import sections as arena_sections
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from persistbench import __version__
 from persistbench.backends import BackendOptions, BackendUnavailable, check_backend, load
+from persistbench.core import calibration
 from persistbench.core.case import CaseRef, ScoreContext
 from persistbench.core.errors import PersistbenchError, UsageError
 from persistbench.core.intervals import (
@@ -35,7 +36,7 @@ from persistbench.core.protocol import Protocol
 from persistbench.core.runs import read_run_info, stale_cases
 from persistbench.core.suite import Suite
 from persistbench.core.suites import SUITES, detect, open_suite
-from persistbench.core.timing import phase
+from persistbench.core.timing import phase, today
 from persistbench.executors import Executor, Job, RunResult, Selection, SerialExecutor, check_sharding
 from persistbench.io.files import check_writable, read_json, write_json, write_text
 from persistbench.metrics.registry import METRICS, order
@@ -296,6 +297,8 @@ def score(
             raise BackendUnavailable(missing[0])
         if missing:
             raise BackendUnavailable(f"{len(missing)} backends cannot run: " + "; ".join(missing))
+        if "judge" in protocol.scorer.backends_needed(protocol, wanted):
+            calibrate(suite, protocol, run, opts)
         now = unavailable_metrics(wanted, opts.backends) if resume else {}
         done = (
             {suite.key(c) for c in cov.present if _up_to_date(suite, run, protocol, wanted, run_info, c, now)}
@@ -332,6 +335,24 @@ def score(
     if never:  # named with --metrics and without a value in any case: the command fails, saying why
         result.value["failed_metrics"] = {**never, **(result.value.get("failed_metrics") or {})}
     return result
+
+
+def calibrate(suite: Suite, protocol: Protocol, run: RunLayout, opts: ScoreOptions) -> None:
+    """Ask the judge its calibration battery before any case (:mod:`.calibration`) and keep the result in the
+    run's scores folder (the summary reports the last); stop the run when the judge is below
+    ``--judge-min-accuracy`` (one line naming the figure) unless ``--judge-force``."""
+    from persistbench.backends.judge import Judge
+
+    items = protocol.scorer.judge_battery(suite, protocol)
+    judge_opts = opts.backends.judge
+    if not items or judge_opts is None:
+        return
+    found = calibration.ask(Judge(judge_opts, cache=False), items)
+    line = calibration.check(found, judge_opts.min_accuracy, judge_opts.force)
+    found["forced"] = bool(line)
+    calibration.record(run.scores_dir(protocol.dirname), found, today())
+    if line and not judge_opts.force:
+        raise PersistbenchError(f"{run.scores_dir(protocol.dirname) / calibration.BATTERY}: {line}")
 
 
 def never_computed(results: list[dict]) -> set[str]:
@@ -416,6 +437,9 @@ def write_aggregates(
     summary = {**head, **body}
     manifest = suite.availability()
     summary["cases_behind"] = cases_block(keys, None if manifest is None else available_summary(manifest))
+    judged = calibration.latest(run.scores_dir(protocol.dirname))
+    if judged is not None:  # only runs whose judge answered a battery
+        summary["judge_calibration"] = judged
     estimands = protocol.scorer.estimands(results, summary) if results else None
     summary |= summary_blocks(estimands, protocol.sha256, resamples)
     write_json(run.results_json(protocol.dirname), {**head, "cases": results})
@@ -457,6 +481,7 @@ def write_aggregates(
         lines.append(f"**partial: {why}.**\n")
     for m, why in header.unavailable.items():
         lines.append(f"**{m} unavailable: {why}**\n")
+    lines += calibration.md_lines(summary.get("judge_calibration"))
     write_text(run.summary_md(protocol.dirname), "\n".join(lines + table + md_lines(summary)) + "\n")
     protocol.scorer.write_files(summary, results, run.scores_dir(protocol.dirname))
     return summary

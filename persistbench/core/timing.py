@@ -1,4 +1,5 @@
-"""Where a case's time goes: the stages mark phases (decode, model, write, ...) and the executor records them.
+"""Where a case's time goes: the stages mark phases (decode, model, write, ...) and the executor records them;
+and the date an output records (:func:`today`).
 
 ``with phase("decode"): ...`` adds the block's seconds to the current case's phase ``decode``;
 outside a case (no :func:`collect` open) it only runs the block. One case runs at a time per process.
@@ -7,6 +8,8 @@ outside a case (no :func:`collect` open) it only runs the block. One case runs a
 from __future__ import annotations
 
 import contextlib
+import datetime
+import os
 import time
 from collections.abc import Iterator
 
@@ -32,3 +35,15 @@ def phase(name: str) -> Iterator[None]:
     finally:
         if _current is not None:
             _current[name] = _current.get(name, 0.0) + time.perf_counter() - start
+
+
+def today() -> str:
+    """The date an output records (``YYYY-MM-DD``, UTC): ``$SOURCE_DATE_EPOCH``'s when set (reproducible
+    outputs), else today's."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    now = (
+        datetime.datetime.fromtimestamp(int(epoch), datetime.UTC)
+        if epoch and epoch.isdigit()
+        else datetime.datetime.now(datetime.UTC)
+    )
+    return now.date().isoformat()

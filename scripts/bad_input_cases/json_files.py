@@ -101,6 +101,14 @@ def targets(fx: Fixtures) -> list[Target]:
             ("score", "--no-progress", "--pred", "run", "--dataset", "ds", "--metrics", "psnr"),
             ("run/scores",),
         ),
+        Target("PersistBench availability.json", ("ds",), "ds/availability.json", ("verify", "ds"), ()),
+        Target(
+            "PersistBench availability.json (score)",
+            ("ds", "run"),
+            "ds/availability.json",
+            ("score", "--no-progress", "--pred", "run", "--dataset", "ds", "--metrics", "psnr"),
+            ("run/scores",),
+        ),
         Target(
             "report: results.json",
             ("run",),

@@ -37,6 +37,16 @@ def seen(request: dict, visible: bool = True) -> tuple[int, dict, dict]:
     return completion(f"<thinking>\nok\n</thinking>\n<answer>\n{answer}\n</answer>")
 
 
+def looks(request: dict) -> tuple[int, dict, dict]:
+    """A permanence answer that looks: the object is seen when the middles of the two crops (the part the
+    tags do not cover) have about the same colour (mean absolute difference under 40 grey levels)."""
+    a, b = (
+        im[im.shape[0] // 4 : 3 * im.shape[0] // 4, im.shape[1] // 4 : 3 * im.shape[1] // 4] for im in images(request)
+    )
+    same = float(np.abs(a.astype(float).mean(axis=(0, 1)) - b.astype(float).mean(axis=(0, 1))).mean()) < 40
+    return seen(request, visible=same)
+
+
 def images(request: dict) -> list[np.ndarray]:
     """The RGB images a request shows (decoded from its PNG data URLs)."""
     import cv2

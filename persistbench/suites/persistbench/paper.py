@@ -197,6 +197,19 @@ def reply_object(text: str) -> dict:
     return obj
 
 
+def permanence_request(ref: tuple[np.ndarray, np.ndarray], frame: tuple[np.ndarray, np.ndarray], tag: str, cfg: dict):
+    """The judge's permanence question about frame ``tag``: is the object of the ``(frame, mask)`` ``ref``
+    (cropped around its mask, tagged REF) visible in ``frame`` (cropped around its mask, tagged ``tag``)?
+    ``cfg`` is the protocol's configuration (its ``object_permanence`` and ``judge`` sections)."""
+    params, jcfg = cfg["object_permanence"], cfg["judge"]
+    ref_source = f"a crop from the ground-truth frame at the same time step as {tag}"
+    images = (judge_image(*ref, "REF", params), judge_image(*frame, tag, params))
+    prompt = prompt_template(params["prompt"]).format(frame_tag=tag, ref_source=ref_source)
+    return Request(
+        prompt, images, jcfg["temperature"], jcfg["max_tokens"], jcfg["enable_thinking"], extract=reply_object
+    )
+
+
 def parse_seen(tag: str):
     """The parser of a permanence reply about frame ``tag``: its ``visible`` boolean for that tag."""
 
@@ -367,7 +380,6 @@ def _judge(refs, ref_masks, preds, pred_masks, start, cfg, opts):
     and what was asked."""
     params = cfg["object_permanence"]
     judge = load("judge", opts)
-    template = prompt_template(params["prompt"])
     jcfg = cfg["judge"]
     n = len(refs)
     failures: list[str] = []
@@ -381,22 +393,7 @@ def _judge(refs, ref_masks, preds, pred_masks, start, cfg, opts):
         reqs, tags = [], []
         for i in indices:
             tag = f"F{i:04d}"
-            ref_source = f"a crop from the ground-truth frame at the same time step as {tag}"
-            images = (
-                judge_image(refs[i], ref_masks[i], "REF", params),
-                judge_image(preds[i], pred_masks[i], tag, params),
-            )
-            prompt = template.format(frame_tag=tag, ref_source=ref_source)
-            reqs.append(
-                Request(
-                    prompt,
-                    images,
-                    jcfg["temperature"],
-                    jcfg["max_tokens"],
-                    jcfg["enable_thinking"],
-                    extract=reply_object,
-                )
-            )
+            reqs.append(permanence_request((refs[i], ref_masks[i]), (preds[i], pred_masks[i]), tag, cfg))
             tags.append(tag)
         out = {}
         got = judge.ask_many(reqs, [parse_seen(t) for t in tags])
@@ -739,6 +736,13 @@ class PaperScorer(Scorer["PersistBench"]):
 
     def estimands(self, results: list[dict], summary: dict) -> st.Estimands:
         return estimands(results)
+
+    def judge_battery(self, suite: PersistBench, protocol: Protocol) -> list:
+        from persistbench.suites.persistbench import battery
+
+        if "object_permanence" not in protocol.metrics:
+            return []
+        return battery.items([suite.case(c.subset, c.case_id) for c in suite.cases()], protocol.config)
 
     report_sections = staticmethod(report.paper_sections)
 

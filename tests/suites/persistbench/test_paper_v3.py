@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from fakes import CHROMIUM
-from fakes.judge_server import JudgeServer, seen
+from fakes.judge_server import JudgeServer, looks, seen
 
 from persistbench.cli import main
 from persistbench.core import score
@@ -152,7 +152,7 @@ def test_one_scoring_gives_the_public_means_and_the_leaderboards_exp_of_the_mean
     monkeypatch.setenv("PERSISTBENCH_CACHE", str(tmp_path / "cache"))
     run = Path(shutil.copytree(oracle_runs[0], tmp_path / "oracle"))
     cases = _stubs(monkeypatch)
-    with JudgeServer(lambda n, body: seen(body)) as judge:
+    with JudgeServer(lambda n, body: looks(body)) as judge:
         summary = _score(run, judge.url)
     records = [json.loads(p.read_text()) for p in sorted(RunLayout(run).scores_dir("paper-v3").glob("*/*.json"))]
     assert len(records) == 2
@@ -214,7 +214,7 @@ def test_report_and_leaderboard_place_two_runs_among_the_published_models(oracle
     monkeypatch.setenv("PERSISTBENCH_CACHE", str(tmp_path / "cache"))
     runs = [Path(shutil.copytree(r, tmp_path / r.parent.name / r.name)) for r in oracle_runs]
     _stubs(monkeypatch)
-    with JudgeServer(lambda n, body: seen(body)) as judge:
+    with JudgeServer(lambda n, body: looks(body)) as judge:
         summaries = [_score(run, judge.url) for run in runs]
     page_file = tmp_path / "report.html"
     result = CliRunner().invoke(main, ["report", *map(str, runs), "--output", str(page_file)])
@@ -274,8 +274,10 @@ def test_a_judge_that_changes_its_model_halfway_is_flagged(oracle_runs, tmp_path
     _stubs(monkeypatch)
 
     def reply(n, body):
-        status, completion, headers = seen(body)
-        completion |= {"model": "judge-a", "system_fingerprint": "fp-1"} if n < 3 else {"model": "judge-b"}
+        status, completion, headers = looks(body)
+        completion |= (
+            {"model": "judge-a", "system_fingerprint": "fp-1"} if n < 20 else {"model": "judge-b"}
+        )  # 16: the battery
         return status, completion, headers
 
     with JudgeServer(reply) as judge:
@@ -286,3 +288,81 @@ def test_a_judge_that_changes_its_model_halfway_is_flagged(oracle_runs, tmp_path
     page = tmp_path / "r.html"
     assert CliRunner().invoke(main, ["report", str(run), "-o", str(page)]).exit_code == 0
     assert "its judgments come from 2 judge identities" in page.read_text()
+
+
+def test_the_batterys_answers_hold_by_construction(sample_ds):
+    """Every background question's crop shows none of the object (its mask empty there, padding included);
+    every same-object question's two crops show it; each item is asked twice, swapped."""
+    from persistbench.suites.persistbench import battery
+    from persistbench.suites.persistbench.dataset import Dataset
+    from persistbench.suites.persistbench.suite import PersistBench
+
+    cfg = PersistBench.load_protocol("paper-v3").config
+    cases = Dataset(sample_ds).cases()
+    items = battery.items(cases, cfg)
+    assert len(items) == 16 and sum(i.expected for i in items) == 8 and sum(i.swapped for i in items) == 8
+    padding = cfg["object_permanence"]["crop_padding"]
+    checked = 0
+    for case in sorted(cases, key=lambda c: (c.subset, c.case_id))[:4]:
+        masks = [m > 0 for m in case.view("center").masks()]
+        shown = [m for m in masks if m.any()]
+        box = battery.background_mask(shown[-1], padding)
+        y0, y1, x0, x1 = battery.padded_box(box, padding)
+        b0, b1, c0, c1 = battery.padded_box(shown[-1], 0.0)
+        assert box.sum() == (b1 - b0) * (c1 - c0)  # a box of the object's size, elsewhere
+        assert not shown[-1][y0:y1, x0:x1].any() and shown[0].any() and shown[-1].any()
+        checked += 1
+    assert checked == 4
+
+
+def _judges():
+    rng = np.random.default_rng(0)
+    return {
+        "good": lambda n, body: looks(body),
+        "random": lambda n, body: seen(body, visible=bool(rng.integers(0, 2))),
+        "always yes": lambda n, body: seen(body),
+    }
+
+
+@pytest.mark.parametrize("name", ["good", "random", "always yes"])
+def test_the_judge_answers_its_battery_before_it_judges(oracle_runs, tmp_path, monkeypatch, name):
+    monkeypatch.setenv("PERSISTBENCH_CACHE", str(tmp_path / "cache"))
+    run = Path(shutil.copytree(oracle_runs[0], tmp_path / "oracle"))
+    _stubs(monkeypatch)
+    args = ["score", "--no-progress", "--pred", str(run), "--protocol", "paper-v3", "--allow-partial"]
+    with JudgeServer(_judges()[name]) as judge:
+        result = CliRunner().invoke(main, [*args, "--judge-url", judge.url, "--judge-model", "judge-x"])
+        asked = len(judge.requests)
+    battery = json.loads((RunLayout(run).scores_dir("paper-v3") / "judge_battery.json").read_text())["batteries"]
+    assert len(battery) == 1 and battery[0]["items"] == 16
+    if name == "good":
+        assert result.exit_code == 0, result.output
+        summary = json.loads(RunLayout(run).summary_json("paper-v3").read_text())
+        assert summary["judge_calibration"]["accuracy"] == 1.0 and summary["judge_calibration"]["consistency"] == 1.0
+        assert "Judge calibration" in result.output and "accuracy 100%" in result.output
+    else:
+        assert result.exit_code == 1 and asked == 16  # stopped before any case was judged
+        (line,) = [x for x in result.output.splitlines() if x.startswith("Error:")]
+        assert "judge_battery.json: the judge answered 16 of the 16 calibration questions" in line
+        assert "% right (--judge-min-accuracy 0.75)" in line and "--judge-force" in line
+        assert not list(RunLayout(run).scores_dir("paper-v3").glob("*/*.json"))
+
+
+def test_a_judge_that_changes_its_answers_shows_drift(oracle_runs, tmp_path, monkeypatch):
+    """The same run scored twice (and a second run once): the second time the judge answers the swapped
+    background questions otherwise (still above the bar); the report names the questions."""
+    monkeypatch.setenv("PERSISTBENCH_CACHE", str(tmp_path / "cache"))
+    run = Path(shutil.copytree(oracle_runs[0], tmp_path / "oracle"))
+    _stubs(monkeypatch)
+    args = ["score", "--no-progress", "--pred", str(run), "--protocol", "paper-v3", "--allow-partial"]
+    with JudgeServer(lambda n, body: looks(body)) as judge:
+        assert CliRunner().invoke(main, [*args, "--judge-url", judge.url, "--judge-model", "judge-x"]).exit_code == 0
+    with JudgeServer(lambda n, body: seen(body) if n in (3, 7) else looks(body)) as judge:  # two answers change
+        again = CliRunner().invoke(main, [*args, "--judge-url", judge.url, "--judge-model", "judge-x"])
+    assert again.exit_code == 0, again.output
+    batteries = json.loads((RunLayout(run).scores_dir("paper-v3") / "judge_battery.json").read_text())["batteries"]
+    assert len(batteries) == 2 and batteries[1]["accuracy"] == 14 / 16
+    page = tmp_path / "r.html"
+    assert CliRunner().invoke(main, ["report", str(run), "-o", str(page)]).exit_code == 0
+    text = page.read_text()
+    assert "Judge calibration" in text and "its judge answered 2 question(s) differently" in text

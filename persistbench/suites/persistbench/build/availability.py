@@ -10,12 +10,12 @@ built set. ``verify``, ``score``, ``report`` and ``package`` say "N of M cases a
 
 from __future__ import annotations
 
-import datetime
 import os
 from pathlib import Path
 
 from persistbench.core.errors import PersistbenchError
 from persistbench.core.stats import fingerprint
+from persistbench.core.timing import today
 from persistbench.executors import read_records
 from persistbench.io.files import read_json, write_json
 from persistbench.suites.persistbench.build.recipes import Recipe
@@ -32,17 +32,6 @@ def refusal_kind(reason: str) -> str | None:
         if f"unavailable: {kind.replace('_', ' ')}: " in reason:
             return kind
     return None
-
-
-def today() -> str:
-    """The date a manifest records: ``$SOURCE_DATE_EPOCH``'s when set (reproducible outputs), else today's (UTC)."""
-    epoch = os.environ.get("SOURCE_DATE_EPOCH")
-    now = (
-        datetime.datetime.fromtimestamp(int(epoch), datetime.UTC)
-        if epoch and epoch.isdigit()
-        else datetime.datetime.now(datetime.UTC)
-    )
-    return now.date().isoformat()
 
 
 def build(recipes: list[Recipe], built: set[tuple[str, str]], records: list[dict], recipes_sha256: str) -> dict:
