@@ -779,7 +779,7 @@ def test_r2m_backends_missing_are_unavailable_or_stop_the_run(r2m_tree, tmp_path
 )
 def test_paper_replies_read_as_the_public_toolkit_reads_them(reply, seen):
     from persistbench.backends.judge import BadReply
-    from persistbench.suites.persistbench.paper import parse_seen, reply_object
+    from persistbench.suites.persistbench.question import parse_seen, reply_object
 
     if seen is None:
         with pytest.raises(BadReply):

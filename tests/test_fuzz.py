@@ -312,7 +312,7 @@ replies = st.one_of(
 @given(text=replies)
 def test_judge_replies(text):
     from persistbench.backends.judge import BadReply, extract_json
-    from persistbench.suites.persistbench.paper import parse_seen, reply_object
+    from persistbench.suites.persistbench.question import parse_seen, reply_object
     from persistbench.suites.r2m.pair_video import parse_state
 
     for extract, parsers in (

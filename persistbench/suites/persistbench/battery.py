@@ -7,7 +7,7 @@ For each of the first ``cases`` cases (by key) whose reference view shows the ob
   the frame to where the object's mask is empty, padding included: no.
 
 Each item is asked a second time with its two crops exchanged (the same answer holds). The crops go
-through the judge exactly as paper-v3's questions do (:func:`paper.permanence_request`).
+through the judge exactly as paper-v3's questions do (:func:`question.permanence_request`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 
 from persistbench.core.calibration import Item
 from persistbench.suites.persistbench.dataset import Case
-from persistbench.suites.persistbench.paper import parse_seen, permanence_request
+from persistbench.suites.persistbench.question import parse_seen, permanence_request
 
 TAG = "F0001"
 
