@@ -12,18 +12,14 @@ the bootstrap's share of scoring 2,000 cases (the per-case time of (1) times 2,0
 from __future__ import annotations
 
 import argparse
-import statistics
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
+from bench_executors import prepare, timed  # the sample and its hold run; a median of repeats
 
-from persistbench.core.infer import InferOptions, infer
 from persistbench.core.intervals import summary_blocks
 from persistbench.core.score import ScoreOptions, score
-from persistbench.suites.persistbench.build.download import DownloadOptions, download, resolve_recipes
-from persistbench.suites.persistbench.build.sources import SourceOptions
 from persistbench.suites.persistbench.scoring import estimands
 
 METRICS = ("psnr", "ssim", "iou", "presence", "continuity")
@@ -42,37 +38,24 @@ def records(n: int, seed: int = 0) -> list[dict]:
     return out
 
 
-def median_seconds(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--cases", type=int, default=2000)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
-        opts = DownloadOptions(output=work / "ds", sources=SourceOptions(cache=work / "cache"), progress=False)
-        assert all(o.status == "done" for o in download(resolve_recipes(None, work / "cache"), opts))
-        run = work / "hold"
-        infer(InferOptions(dataset=work / "ds", output=run, model="hold"), progress=False)
+        ds, run = prepare(Path(tmp))
         n_sample = 8
         per_case = {}
         for resamples in (0, 1000):
-            o = ScoreOptions(pred=run, dataset=work / "ds", metrics=("psnr", "ssim"), bootstrap=resamples)
-            per_case[resamples] = median_seconds(lambda o=o: score(o, progress=False), args.repeats) / n_sample
+            o = ScoreOptions(pred=run, dataset=ds, metrics=("psnr", "ssim"), bootstrap=resamples)
+            per_case[resamples] = timed(lambda o=o: score(o, progress=False), args.repeats) / n_sample
     recs = records(args.cases)
 
     def bootstrap() -> None:
         summary_blocks(estimands(recs), "0" * 64, 1000)
 
-    t_boot = median_seconds(bootstrap, args.repeats)
+    t_boot = timed(bootstrap, args.repeats)
     est = estimands(recs)
     print(
         f"score, bundled sample (8 cases, psnr+ssim): {per_case[0] * 1000:.1f} ms/case without intervals, "
