@@ -500,6 +500,7 @@ def build_report(
             note, board, figures = scorer.report_sections(runs, bar.update)
         finally:
             bar.close()
+        board += confidence_sections(runs, scorer) + calibration_sections(runs)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
         # Runs are shared files: one that lacks a field the suite's score writes, or holds another type there.
         names = ", ".join(str(r["path"]) for r in runs)
@@ -513,8 +514,6 @@ def build_report(
     ]
     parts += [tag("p", w, class_="warning") for w in comparability_warnings(runs)]
     parts += board
-    parts += confidence_sections(runs, scorer)
-    parts += calibration_sections(runs)
     if arena is not None:
         from persistbench.arena.report import sections as arena_sections
 

@@ -381,8 +381,8 @@ def estimands(results: list[dict]) -> st.Estimands:
     def group(r: dict) -> str:
         return GROUP_OF.get(r.get("use_stationary"), "unknown")
 
-    units = split_units(results, "means", group)
-    published = split_units(results, "published", group)
+    units, _ = split_units(results, "means", group)
+    published, _ = split_units(results, "published", group)
     units = st.Units(
         units.keys,
         units.strata,

@@ -311,10 +311,10 @@ def tables(summary: dict) -> tuple[list[str], dict[str, str]]:
     return lines, row
 
 
-def split_units(results: list[dict], field: str, stratum) -> st.Units:
+def split_units(results: list[dict], field: str, stratum) -> tuple[st.Units, list[str]]:
     """One unit per case (``<subset>.<uid>``, stratum ``stratum(record)``): per split and metric, the case's
     value of ``record[field][split][metric]`` and whether it has one (columns ``split/metric`` and
-    ``split/metric#n``)."""
+    ``split/metric#n``); and the metrics, in registry order."""
     metrics = order({m for r in results for split in SPLITS for m in (r.get(field) or {}).get(split, {})})
     columns = [f"{split}/{m}{suffix}" for split in SPLITS for m in metrics for suffix in ("", "#n")]
     values = np.zeros((len(results), len(columns)))
@@ -324,7 +324,7 @@ def split_units(results: list[dict], field: str, stratum) -> st.Units:
             if v is not None:
                 values[i, 2 * j : 2 * j + 2] = (v, 1.0)
     keys = tuple(f"{r['subset']}.{r['uid']}" for r in results)
-    return st.Units(keys, tuple(stratum(r) for r in results), tuple(columns), values)
+    return st.Units(keys, tuple(stratum(r) for r in results), tuple(columns), values), metrics
 
 
 def split_mean(split: str, metric: str, strata: tuple[str, ...] | None, prefix: str = "") -> st.Mean:
@@ -334,8 +334,7 @@ def split_mean(split: str, metric: str, strata: tuple[str, ...] | None, prefix: 
 
 def estimands(results: list[dict]) -> st.Estimands:
     """``classic-v1``'s numbers: per subset and over all cases, each split's metric means and their gap."""
-    units = split_units(results, "means", lambda r: r["subset"])
-    metrics = order({c.split("/")[1].removesuffix("#n") for c in units.columns})
+    units, metrics = split_units(results, "means", lambda r: r["subset"])
     exprs: dict[str, object] = {}
     for subset in [*sorted(set(units.strata)), "all"]:
         strata = None if subset == "all" else (subset,)
@@ -343,7 +342,7 @@ def estimands(results: list[dict]) -> st.Estimands:
             vis, inv = split_mean("visible", m, strata), split_mean("invisible", m, strata)
             exprs |= {f"{subset}/visible/{m}": vis, f"{subset}/invisible/{m}": inv}
             exprs[f"{subset}/gap/{m}"] = st.Difference(vis, inv)
-    headline = {f"all/invisible/{m}": METRICS[m].higher_is_better for m in metrics}
+    headline = {f"all/invisible/{m}": METRICS[m].higher_is_better for m in metrics if m in METRICS}
     return st.Estimands(units, exprs, "cases", "subset", headline)
 
 
