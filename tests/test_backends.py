@@ -730,7 +730,9 @@ def test_r2m_every_family_scores_with_its_backends(r2m_tree, checkpoints, tmp_pa
         states = [v for k in ("revisit", "baseline", "short") for v in record["values"]["persistent_state"][k]]
         assert states and all(v in (1.0, 2.0, 3.0, 4.0, 5.0) for v in states)
         again = _score_r2m(run.root, r2m_tree, protocol, checkpoints, server.url, "--metrics", "persistent_state")
-        assert again.exit_code == 0 and len(server.requests) == asked  # the judge's answers are cached
+        battery = json.loads((run.scores_dir(dirname) / "judge_battery.json").read_text())["batteries"]
+        assert again.exit_code == 0 and len(battery) == 2 and battery[-1]["accuracy"] == 1.0
+        assert len(server.requests) == asked + battery[-1]["items"]  # the judgments cached; the battery asked anew
     assert json.loads(run.summary_json(dirname).read_text())["metrics"] == summary["metrics"]
 
 

@@ -32,8 +32,12 @@ class Item:
     id: str
     request: object
     parse: Callable[[dict], object]
-    expected: object
+    expected: object  # the right answer, or its description where ``accepts`` judges it
     swapped: bool
+    accepts: Callable[[object], bool] | None = None  # None: right when equal to ``expected``
+
+    def right(self, answer: object) -> bool:
+        return self.accepts(answer) if self.accepts is not None else answer == self.expected
 
 
 def ask(judge, items: list[Item]) -> dict:
@@ -51,7 +55,7 @@ def ask(judge, items: list[Item]) -> dict:
             continue
         finally:
             seconds.append(time.perf_counter() - t0)
-        answers[_key(item)] = {"answer": got.value, "correct": got.value == item.expected}
+        answers[_key(item)] = {"answer": got.value, "correct": item.right(got.value)}
         if got.judge not in identities:
             identities.append(got.judge)
     return figures(items, answers) | {

@@ -101,9 +101,9 @@ class Scorer(ABC, Generic[S]):
     def tables(self, summary: dict) -> tuple[list[str], dict[str, str]]:
         """``(summary.md table lines, leaderboard.csv columns)`` of a summary."""
 
-    def judge_battery(self, suite: S, protocol: Protocol) -> list[Item]:
+    def judge_battery(self, suite: S, protocol: Protocol, wanted: tuple[str, ...]) -> list[Item]:
         """The judge's calibration battery for this protocol on ``suite``'s dataset (:mod:`persistbench.core.calibration`):
-        questions whose answers hold by construction; none for a scorer that asks no judge."""
+        questions whose answers hold by construction; none when none of ``wanted`` asks a judge."""
         return []
 
     def estimands(self, results: list[dict], summary: dict) -> Estimands | None:

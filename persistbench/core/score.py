@@ -297,8 +297,8 @@ def score(
             raise BackendUnavailable(missing[0])
         if missing:
             raise BackendUnavailable(f"{len(missing)} backends cannot run: " + "; ".join(missing))
-        if "judge" in protocol.scorer.backends_needed(protocol, wanted):
-            calibrate(suite, protocol, run, opts)
+        if opts.backends.judge is not None:
+            calibrate(suite, protocol, run, opts, wanted)
         now = unavailable_metrics(wanted, opts.backends) if resume else {}
         done = (
             {suite.key(c) for c in cov.present if _up_to_date(suite, run, protocol, wanted, run_info, c, now)}
@@ -337,13 +337,13 @@ def score(
     return result
 
 
-def calibrate(suite: Suite, protocol: Protocol, run: RunLayout, opts: ScoreOptions) -> None:
+def calibrate(suite: Suite, protocol: Protocol, run: RunLayout, opts: ScoreOptions, wanted: tuple[str, ...]) -> None:
     """Ask the judge its calibration battery before any case (:mod:`.calibration`) and keep the result in the
     run's scores folder (the summary reports the last); stop the run when the judge is below
     ``--judge-min-accuracy`` (one line naming the figure) unless ``--judge-force``."""
     from persistbench.backends.judge import Judge
 
-    items = protocol.scorer.judge_battery(suite, protocol)
+    items = protocol.scorer.judge_battery(suite, protocol, wanted)
     judge_opts = opts.backends.judge
     if not items or judge_opts is None:
         return

@@ -60,10 +60,16 @@ def images(request: dict) -> list[np.ndarray]:
 
 
 def state(request: dict) -> tuple[int, dict, dict]:
-    """A persistent-state answer that looks at the two images: 5 when equal, one less per 8 grey levels of
-    mean absolute difference, at least 1."""
+    """A persistent-state answer that looks at the two images: 5 when equal, one less per 8 grey levels of mean
+    absolute difference in the ninth of the frame (a 3 x 3 grid) that differs most, at least 1."""
     a, b = images(request)
-    diff = float(np.abs(a.astype(float) - b.astype(float)).mean())
+    d = np.abs(a.astype(float) - b.astype(float)).mean(axis=2)
+    h, w = d.shape
+    diff = max(
+        float(d[i * h // 3 : (i + 1) * h // 3, j * w // 3 : (j + 1) * w // 3].mean())
+        for i in range(3)
+        for j in range(3)
+    )
     answer = json.dumps({"score": max(1, 5 - int(diff // 8)), "reason": "scripted"})
     return completion(f"<answer>{answer}</answer>")
 

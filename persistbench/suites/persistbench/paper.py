@@ -618,10 +618,10 @@ class PaperScorer(Scorer["PersistBench"]):
     def estimands(self, results: list[dict], summary: dict) -> st.Estimands:
         return estimands(results)
 
-    def judge_battery(self, suite: PersistBench, protocol: Protocol) -> list:
+    def judge_battery(self, suite: PersistBench, protocol: Protocol, wanted: tuple[str, ...]) -> list:
         from persistbench.suites.persistbench import battery
 
-        if "object_permanence" not in protocol.metrics:
+        if "object_permanence" not in wanted:
             return []
         return battery.items([suite.case(c.subset, c.case_id) for c in suite.cases()], protocol.config)
 

@@ -628,6 +628,20 @@ class NmrScorer(Scorer["R2MBench"]):
     def tables(self, summary: dict) -> tuple[list[str], dict[str, str]]:
         return tables(summary)
 
+    def judge_battery(self, suite: R2MBench, protocol: Protocol, wanted: tuple[str, ...]) -> list:
+        from persistbench.suites.r2m import battery
+        from persistbench.suites.r2m.suite import conditioning_image
+
+        if "persistent_state" not in wanted:
+            return []
+        images: dict[str, np.ndarray] = {}
+        for ref in sorted(suite.cases(), key=lambda c: (c.case_id, c.subset)):
+            if len(images) == 4:
+                break
+            if all(not k.endswith(f".{ref.case_id}") for k in images):  # one image per video id
+                images[suite.key(ref)] = conditioning_image(suite.case(ref))
+        return battery.items(images, state_question(suite.checkout, protocol), protocol.config["persistent_state"])
+
     def estimands(self, results: list[dict], summary: dict) -> st.Estimands | None:
         epsilon = summary.get("epsilon")  # None in summaries of upstream's result files: no intervals there
         return None if epsilon is None else estimands(results, summary, epsilon)
