@@ -25,21 +25,56 @@ from persistbench.core.layout import DEFAULT_CACHE
 @JUDGE_MODEL
 @JUDGE_KEY_ENV
 @judge_timeout(15.0)
-def doctor(wanted, cache, output, lpips_weights, judge_url, judge_model, judge_key_env, judge_timeout) -> None:
+@click.option(
+    "--dataset",
+    default=None,
+    type=click.Path(file_okay=False, exists=True),
+    help="With --judge-url: ask the judge its calibration battery built from this dataset.",
+)
+@click.option(
+    "--protocol", default=None, help="With --dataset: the protocol whose judge question (default: the suite's)."
+)
+@click.option(
+    "--judge-min-accuracy", type=click.FloatRange(0.0, 1.0), default=0.75, show_default=True, help="With --dataset."
+)
+def doctor(
+    wanted,
+    cache,
+    output,
+    lpips_weights,
+    judge_url,
+    judge_model,
+    judge_key_env,
+    judge_timeout,
+    dataset,
+    protocol,
+    judge_min_accuracy,
+) -> None:
     """Check Python, packages, ffmpeg, yt-dlp, a JavaScript runtime, torch/lpips and their weights, CUDA, write
-    access; with --judge-url, the judge's endpoint (the models it lists, one tiny request and its time).
+    access; with --judge-url, the judge's endpoint (the models it lists, one tiny request and its time), and with
+    --dataset too, its calibration battery (the questions with known answers score asks first).
 
     \b
     Examples:
       persistbench doctor
       persistbench doctor --for score
       persistbench doctor --for score --judge-url http://localhost:8000/v1 --judge-model Qwen/Qwen3.8-27B
+      persistbench doctor --for score --judge-url URL --judge-model M --dataset reconstructed --protocol paper-v3
     """
     from persistbench.backends import JudgeOptions
-    from persistbench.core.doctor import failing, run_checks
+    from persistbench.core.doctor import failing, judge_battery, run_checks
+    from persistbench.core.errors import UsageError
 
-    judge = JudgeOptions(judge_url, judge_model, judge_key_env, timeout_s=judge_timeout) if judge_url else None
+    if dataset and not judge_url:
+        raise UsageError("--dataset asks the judge its calibration battery: pass --judge-url and --judge-model too")
+    judge = (
+        JudgeOptions(judge_url, judge_model, judge_key_env, timeout_s=judge_timeout, min_accuracy=judge_min_accuracy)
+        if judge_url
+        else None
+    )
     checks = [c for c in run_checks(cache, output, lpips_weights, judge) if c.concerns(wanted)]
+    if judge is not None and dataset:
+        checks.append(judge_battery(judge, dataset, protocol))
     bad = failing(checks, wanted)
     width = max(len(c.name) for c in checks)
     for c in checks:

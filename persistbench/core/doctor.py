@@ -154,6 +154,31 @@ def _judge_endpoint(opts) -> list[Check]:
     return [listing, request]
 
 
+def judge_battery(opts, dataset: str, protocol: str | None) -> Check:
+    """The judge's calibration battery (:mod:`.calibration`) on ``dataset`` under ``protocol`` (default: the
+    suite's), asked alone: right when its accuracy reaches ``opts.min_accuracy``."""
+    from persistbench.backends.judge import Judge
+    from persistbench.core import calibration
+    from persistbench.core.suites import detect, open_suite
+
+    suite = open_suite(dataset, detect(dataset), {})
+    chosen = suite.load_protocol(protocol)
+    items = chosen.scorer.judge_battery(suite, chosen, chosen.metrics)
+    needed = frozenset({"score"})
+    if not items:
+        return Check("judge calibration", False, f"protocol {chosen.name} asks no judge", "pass --protocol", needed)
+    found = calibration.ask(Judge(opts, cache=False), items)
+    line = calibration.check(found, opts.min_accuracy, False)
+    detail = calibration.md_lines({**found, "date": "now"})[0].strip()
+    return Check(
+        "judge calibration",
+        line is None,
+        detail if line is None else line,
+        "" if line is None else "choose another judge",
+        needed,
+    )
+
+
 def _writable(label: str, directory: Path, needed_for: set[str]) -> Check:
     probe = directory
     while not probe.exists() and probe != probe.parent:

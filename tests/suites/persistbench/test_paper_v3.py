@@ -366,3 +366,25 @@ def test_a_judge_that_changes_its_answers_shows_drift(oracle_runs, tmp_path, mon
     assert CliRunner().invoke(main, ["report", str(run), "-o", str(page)]).exit_code == 0
     text = page.read_text()
     assert "Judge calibration" in text and "its judge answered 2 question(s) differently" in text
+
+
+def test_doctor_asks_the_battery_alone(sample_ds):
+    """``doctor --judge-url --dataset``: the battery without a run; a judge that always says yes is named."""
+    base = [
+        "doctor",
+        "--for",
+        "score",
+        "--dataset",
+        str(sample_ds),
+        "--protocol",
+        "paper-v3",
+        "--judge-model",
+        "judge-x",
+    ]
+    with JudgeServer(lambda n, body: looks(body)) as good:
+        ok = CliRunner().invoke(main, [*base, "--judge-url", good.url])
+    line = next(x for x in ok.output.splitlines() if "judge calibration" in x)
+    assert line.startswith("ok") and "16 questions with known answers, accuracy 100%" in line, ok.output
+    with JudgeServer(lambda n, body: seen(body)) as yes:
+        bad = CliRunner().invoke(main, [*base, "--judge-url", yes.url])
+    assert bad.exit_code == 1 and "MISSING  judge calibration" in bad.output and "50% right" in bad.output
