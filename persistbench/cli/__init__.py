@@ -27,6 +27,7 @@ COMMANDS: Registry[click.Command] = Registry(  # the core's commands
         "fetch": "persistbench.cli.fetch:fetch",
         "report": "persistbench.cli.report:report",
         "compare": "persistbench.cli.compare:compare",
+        "certify": "persistbench.cli.certify:certify",
         "demo": "persistbench.cli.demo:demo",
         "doctor": "persistbench.cli.doctor:doctor",
         "arena": "persistbench.cli.arena:arena",
