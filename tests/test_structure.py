@@ -136,6 +136,7 @@ def test_seal_check_sees_crossings():
 RAW_READS = {
     ("arena/app.py", "read_text"): "the package's own page, refusal page and assets",
     ("backends/judge.py", "read_text"): "the package's prompt files",
+    ("core/certify.py", "read_text"): "this machine's /proc/cpuinfo, for the certificate's hardware",
     ("suites/persistbench/leaderboard.py", "read_text"): "the package's published leaderboard's source file",
     ("suites/persistbench/leaderboard.py", "read_bytes"): "the package's published leaderboard (its sha256 checked)",
     ("suites/wrop/taxonomy.py", "read_text"): "the package's taxonomy.json",
