@@ -390,14 +390,16 @@ def test_the_judge_rates_in_both_orders_beside_the_people(wrop_runs, tmp_path, m
         answer = "tie" if abs(far[0] - far[1]) < 1e-9 else ("left" if far[0] > far[1] else "right")
         return completion(json.dumps({"answer": answer}) if n != 0 else "no json here")  # the first reply is invalid
 
-    with JudgeServer(moving) as server:
-        args = ["arena", "--output", str(study), "--judge-url", server.url, "--judge-model", "judge-x"]
+    with JudgeServer(moving) as server:  # a heuristic rater, not a calibrated judge: forced past its battery
+        args = ["arena", "--output", str(study), "--judge-url", server.url, "--judge-model", "judge-x", "--judge-force"]
         first = CliRunner().invoke(main, args)
         assert first.exit_code == 0 and "the judge gave 9 new vote(s); 0 pair(s) failed" in first.output, first.output
-        asked = len(server.requests)  # 3 cases x 3 pairs x 2 orders and one asked again, less identical questions
-        assert 10 <= asked <= 19  # (hold and hold-again predict the same frames: their questions are cached alike)
+        battery = len(json.loads((study / "judge_battery.json").read_text())["batteries"][0]["answers"])
+        asked = len(server.requests) - battery  # 3 cases x 3 pairs x 2 orders and one asked again (the first
+        assert 10 <= asked <= 19  # reply is invalid), less identical questions
         again = CliRunner().invoke(main, args)
-        assert "the judge gave 0 new vote(s)" in again.output and len(server.requests) == asked  # stored and cached
+        assert "the judge gave 0 new vote(s)" in again.output
+        assert len(server.requests) == asked + 2 * battery  # the votes stored and cached; the battery asked anew
     rated = CliRunner().invoke(main, ["arena", "--output", str(study), "--ratings", "--rounds", "20"])
     assert rated.exit_code == 0, rated.output
     summary = json.loads((study / "ratings.json").read_text())
@@ -408,8 +410,14 @@ def test_the_judge_rates_in_both_orders_beside_the_people(wrop_runs, tmp_path, m
     with JudgeServer(lambda n, body: completion('{"answer": "left"}')) as biased:
         other = tmp_path / "study2"
         CliRunner().invoke(main, ["arena", *map(str, wrop_runs), "--output", str(other), "--add-rater", "x"])
-        CliRunner().invoke(
+        stopped = CliRunner().invoke(
             main, ["arena", "--output", str(other), "--judge-url", biased.url, "--judge-model", "left-x"]
+        )
+        assert stopped.exit_code == 1 and "50% right (--judge-min-accuracy 0.75)" in stopped.output
+        assert not Store(other).votes()  # stopped before it rated
+        CliRunner().invoke(
+            main,
+            ["arena", "--output", str(other), "--judge-url", biased.url, "--judge-model", "left-x", "--judge-force"],
         )
     assert {v["answer"] for v in Store(other).votes()} == {"tie"}  # a side preference cancels
 
@@ -572,3 +580,28 @@ def test_a_study_of_runs_that_predicted_different_cases_says_so():
     assert study.describe()["predicted"] == {"a": 8, "b": 6} and len(study.describe()["cases_fingerprint"]) == 64
     same = Study(("a", "b"), (Path("a"), Path("b")), "persistbench", "ds", cases, "q", False, (6, 6))
     assert same.coverage_note() is None and same.id == study.id  # the study's identity is its shared cases
+
+
+@pytest.mark.slow
+def test_the_arena_judge_answers_its_battery_first(wrop_runs, tmp_path):
+    """A judge that prefers the side with something on it passes (the truth against blank frames, both ways);
+    its figures are kept in the study folder."""
+    from fakes.judge_server import JudgeServer, completion, images
+
+    study = tmp_path / "study"
+    assert (
+        CliRunner().invoke(main, ["arena", *map(str, wrop_runs), "--output", str(study), "--add-rater", "a"]).exit_code
+        == 0
+    )
+
+    def sees(n, body):
+        _, left, right = images(body)
+        return completion(json.dumps({"answer": "left" if left.std() > right.std() else "right"}))
+
+    with JudgeServer(sees) as server:
+        args = ["arena", "--output", str(study), "--judge-url", server.url, "--judge-model", "judge-x"]
+        result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert "accuracy 100%, consistent under swaps 100%" in result.output
+    (entry,) = json.loads((study / "judge_battery.json").read_text())["batteries"]
+    assert entry["accuracy"] == 1.0 and entry["items"] >= 2 and not entry["forced"]

@@ -56,23 +56,41 @@ def combine(first: str, second: str) -> str:
     return first if first == swapped else "tie"
 
 
+def _request(study: Study, key: str, left: np.ndarray, right: np.ndarray):
+    from persistbench.backends.judge import Request
+
+    prompt = study.prompt(key)
+    text = PROMPT.format(question=study.question, prompt=f"Prompt given to the models: {prompt}\n" if prompt else "")
+    return Request(text, (strip(study.frames(key, "context")), left, right))
+
+
+def battery(study: Study, count: int = 4) -> list:
+    """The arena judge's calibration battery (:mod:`persistbench.core.calibration`): for the first ``count`` cases,
+    the ground truth (where the suite has one; else the first run's prediction) against blank grey frames of the
+    same size: the truth is the better side, asked with it on the left, then on the right."""
+    from persistbench.core.calibration import Item
+
+    out = []
+    for case in study.cases[:count]:
+        key = study.suite.key(case)
+        shown = strip(study.frames(key, "reference") or study.frames(key, study.runs[0]))
+        blank = np.full_like(shown, 128)
+        out.append(Item(f"{key}/blank", _request(study, key, shown, blank), parse, "left", False))
+        out.append(Item(f"{key}/blank", _request(study, key, blank, shown), parse, "right", True))
+    return out
+
+
 def judge_study(study: Study, store: Store, judge, progress: bool = False) -> tuple[int, list[str]]:
     """Ask ``judge`` (a :class:`persistbench.backends.judge.Judge`) about every case and pair of runs in both
     orders; store the combined votes. Returns how many were added and the failures (one line each)."""
-    from persistbench.backends.judge import JudgmentFailed, Request
+    from persistbench.backends.judge import JudgmentFailed
 
     k = len(study.runs)
     items = [(study.suite.key(c), i, j) for c in study.cases for i in range(k) for j in range(i + 1, k)]
     reqs, keys = [], []
     for key, i, j in items:
-        context = strip(study.frames(key, "context"))
         a, b = strip(study.frames(key, study.runs[i])), strip(study.frames(key, study.runs[j]))
-        prompt = study.prompt(key)
-        text = PROMPT.format(
-            question=study.question, prompt=f"Prompt given to the models: {prompt}\n" if prompt else ""
-        )
-        for left, right in ((a, b), (b, a)):
-            reqs.append(Request(text, (context, left, right)))
+        reqs += [_request(study, key, a, b), _request(study, key, b, a)]
         keys.append((key, i, j))
     answers = judge.ask_many(reqs, [parse] * len(reqs))
     name = JUDGE_PREFIX + judge.opts.model

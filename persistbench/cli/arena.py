@@ -35,6 +35,14 @@ from persistbench.cli.options import JUDGE_KEY_ENV, JUDGE_MODEL, JUDGE_URL, judg
 @JUDGE_KEY_ENV
 @click.option("--judge-concurrency", type=click.IntRange(1, 256), default=4, show_default=True)
 @judge_timeout(120.0)
+@click.option(
+    "--judge-min-accuracy",
+    type=click.FloatRange(0.0, 1.0),
+    default=0.75,
+    show_default=True,
+    help="The judge rates only when it answers this share of its calibration battery right.",
+)
+@click.option("--judge-force", is_flag=True, help="Let the judge rate even below --judge-min-accuracy.")
 def arena(
     runs,
     output,
@@ -54,6 +62,8 @@ def arena(
     judge_key_env,
     judge_concurrency,
     judge_timeout,
+    judge_min_accuracy,
+    judge_force,
 ) -> None:
     """Compare runs blind, in pairs: serve the study's page, add raters, ask a judge, rate.
 
@@ -98,12 +108,21 @@ def arena(
         click.echo(f"merged {store.merge(path, {study.suite.key(c) for c in study.cases})} new vote(s) from {path}")
         acted = True
     if judge_url:
-        from persistbench.arena.judge import judge_study
+        from persistbench.arena.judge import battery, judge_study
         from persistbench.backends import JudgeOptions
         from persistbench.backends.judge import Judge
+        from persistbench.core import calibration
+        from persistbench.core.timing import today
 
-        judge = Judge(JudgeOptions(judge_url, judge_model, judge_key_env, judge_concurrency, judge_timeout))
-        added, failures = judge_study(study, store, judge)
+        opts = JudgeOptions(judge_url, judge_model, judge_key_env, judge_concurrency, judge_timeout)
+        found = calibration.ask(Judge(opts, cache=False), battery(study))
+        line = calibration.check(found, judge_min_accuracy, judge_force)
+        found["forced"] = bool(line)
+        calibration.record(Path(output), found, today())
+        if line and not judge_force:
+            raise click.ClickException(f"{Path(output) / calibration.BATTERY}: {line}")
+        click.echo(calibration.md_lines({**found, "date": today()})[0].strip())
+        added, failures = judge_study(study, store, Judge(opts))
         for line in failures:
             click.echo(line, err=True)
         click.echo(f"the judge gave {added} new vote(s); {len(failures)} pair(s) failed")

@@ -70,12 +70,14 @@ def _key(item: Item) -> str:
 
 
 def figures(items: list[Item], answers: dict) -> dict:
-    """Accuracy (right answers over items asked, a refusal counting wrong), self-consistency (items whose two
-    askings agree, over those answered both times) and refusals (failed judgments by reason)."""
+    """Accuracy (right answers over items asked, a refusal counting wrong), self-consistency (items right both
+    times or wrong both times, over those answered both times: the swap did not change the judgment) and
+    refusals (failed judgments by reason)."""
     right = sum(bool(answers[_key(i)].get("correct")) for i in items)
     pairs = {}
-    for i in items:
-        pairs.setdefault(i.id, []).append(answers[_key(i)].get("answer"))
+    for i in items:  # right or wrong both times: the swap did not change the judgment
+        a = answers[_key(i)]
+        pairs.setdefault(i.id, []).append(None if a.get("answer") is None else bool(a.get("correct")))
     both = [a for a in pairs.values() if len(a) == 2 and None not in a]
     refusals: dict[str, int] = {}
     for i in items:
