@@ -6,7 +6,14 @@ from pathlib import Path
 
 import click
 
-from persistbench.cli.options import JUDGE_KEY_ENV, JUDGE_MODEL, JUDGE_URL, judge_timeout
+from persistbench.cli.options import (
+    JUDGE_FORCE,
+    JUDGE_KEY_ENV,
+    JUDGE_MIN_ACCURACY,
+    JUDGE_MODEL,
+    JUDGE_URL,
+    judge_timeout,
+)
 
 
 @click.command()
@@ -35,14 +42,8 @@ from persistbench.cli.options import JUDGE_KEY_ENV, JUDGE_MODEL, JUDGE_URL, judg
 @JUDGE_KEY_ENV
 @click.option("--judge-concurrency", type=click.IntRange(1, 256), default=4, show_default=True)
 @judge_timeout(120.0)
-@click.option(
-    "--judge-min-accuracy",
-    type=click.FloatRange(0.0, 1.0),
-    default=0.75,
-    show_default=True,
-    help="The judge rates only when it answers this share of its calibration battery right.",
-)
-@click.option("--judge-force", is_flag=True, help="Let the judge rate even below --judge-min-accuracy.")
+@JUDGE_MIN_ACCURACY
+@JUDGE_FORCE
 def arena(
     runs,
     output,

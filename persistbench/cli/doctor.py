@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import click
 
-from persistbench.cli.options import JUDGE_KEY_ENV, JUDGE_MODEL, JUDGE_URL, judge_timeout, output_option
+from persistbench.cli.options import (
+    JUDGE_KEY_ENV,
+    JUDGE_MIN_ACCURACY,
+    JUDGE_MODEL,
+    JUDGE_URL,
+    judge_timeout,
+    output_option,
+)
 from persistbench.core.doctor import COMMANDS
 from persistbench.core.layout import DEFAULT_CACHE
 
@@ -34,9 +41,7 @@ from persistbench.core.layout import DEFAULT_CACHE
 @click.option(
     "--protocol", default=None, help="With --dataset: the protocol whose judge question (default: the suite's)."
 )
-@click.option(
-    "--judge-min-accuracy", type=click.FloatRange(0.0, 1.0), default=0.75, show_default=True, help="With --dataset."
-)
+@JUDGE_MIN_ACCURACY
 def doctor(
     wanted,
     cache,

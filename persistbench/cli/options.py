@@ -185,6 +185,18 @@ JUDGE_KEY_ENV = click.option(
 )
 
 
+JUDGE_MIN_ACCURACY = click.option(
+    "--judge-min-accuracy",
+    type=click.FloatRange(0.0, 1.0),
+    default=0.75,
+    show_default=True,
+    help="The share of its calibration battery the judge must answer right before it judges.",
+)
+JUDGE_FORCE = click.option(
+    "--judge-force", is_flag=True, help="Judge even below --judge-min-accuracy (said in the output)."
+)
+
+
 def judge_timeout(default: float):
     """``--judge-timeout``: 120 s for a judgment in a run; ``doctor``'s quick check waits less."""
     return click.option(
@@ -268,14 +280,8 @@ def backend_options(f):
             metavar="N",
             help="Stop asking the judge after N judgments in a row failed (0: never); the rest fail at once, counted.",
         ),
-        click.option(
-            "--judge-min-accuracy",
-            type=click.FloatRange(0.0, 1.0),
-            default=0.75,
-            show_default=True,
-            help="Stop before judging when the judge answers less of its calibration battery right.",
-        ),
-        click.option("--judge-force", is_flag=True, help="Judge even below --judge-min-accuracy (said in the output)."),
+        JUDGE_MIN_ACCURACY,
+        JUDGE_FORCE,
     ]
     for option in reversed(options):
         command = option(command)
