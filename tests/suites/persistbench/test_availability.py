@@ -21,8 +21,8 @@ CFG = SynthConfig(scenes=8, seed=11, pano_size=(512, 256), view_size=(128, 96), 
 
 
 def test_a_refusal_names_its_kind():
-    assert refusal_kind("c1: source http://h/x unavailable: removed: HTTP Error 404 (gone)") == "removed"
-    assert refusal_kind("c1: source http://h/x unavailable: geo blocked: HTTP Error 451 (...)") == "geo_blocked"
+    assert refusal_kind("c1: source http://127.0.0.1/x unavailable: removed: HTTP Error 404 (gone)") == "removed"
+    assert refusal_kind("c1: source http://127.0.0.1/x unavailable: geo blocked: HTTP Error 451 (...)") == "geo_blocked"
     assert refusal_kind("c1: reconstruction failed: bad frame") is None
 
 
